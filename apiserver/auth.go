@@ -1,0 +1,172 @@
+package apiserver
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/csv"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// loadTokens reads a kube-apiserver token file: CSV lines of token,user,uid[,"group1,group2"].
+// It returns token → user and the first token, which the written kubeconfig uses.
+func loadTokens(path string) (map[string]string, string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("--token-auth-file: %w", err)
+	}
+	defer f.Close()
+	r := csv.NewReader(f)
+	r.FieldsPerRecord = -1
+	r.TrimLeadingSpace = true
+	r.Comment = '#'
+	tokens := map[string]string{}
+	first := ""
+	for line := 1; ; line++ {
+		rec, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("--token-auth-file %s: %w", path, err)
+		}
+		if len(rec) < 3 || rec[0] == "" || rec[1] == "" {
+			return nil, "", fmt.Errorf("--token-auth-file %s line %d: want token,user,uid[,groups]", path, line)
+		}
+		tokens[rec[0]] = rec[1]
+		if first == "" {
+			first = rec[0]
+		}
+	}
+	if len(tokens) == 0 {
+		return nil, "", fmt.Errorf("--token-auth-file %s has no tokens", path)
+	}
+	return tokens, first, nil
+}
+
+// ensureTokenFile loads path, creating it with one random admin token first if it is missing.
+func ensureTokenFile(path string) (map[string]string, string, error) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		b := make([]byte, 24)
+		if _, err := rand.Read(b); err != nil {
+			return nil, "", err
+		}
+		line := hex.EncodeToString(b) + ",admin,admin,\"system:masters\"\n"
+		if err := writeFileAtomic(path, []byte(line), 0o600); err != nil {
+			return nil, "", fmt.Errorf("write token file: %w", err)
+		}
+	}
+	return loadTokens(path)
+}
+
+// serverTLS loads the given certificate, or a self-signed one kept in the data dir (made on
+// first start). It returns the PEM clients should trust.
+func serverTLS(o Options) (*tls.Config, []byte, error) {
+	certFile, keyFile := o.TLSCertFile, o.TLSPrivateKeyFile
+	if certFile == "" {
+		certFile, keyFile = filepath.Join(o.DataDir, "tls.crt"), filepath.Join(o.DataDir, "tls.key")
+		if _, err := os.Stat(certFile); errors.Is(err, os.ErrNotExist) {
+			if err := selfSign(certFile, keyFile, o.BindAddress); err != nil {
+				return nil, nil, err
+			}
+		}
+	} else if keyFile == "" {
+		return nil, nil, errors.New("--tls-cert-file needs --tls-private-key-file")
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("load TLS certificate: %w", err)
+	}
+	caPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, caPEM, nil
+}
+
+func selfSign(certFile, keyFile, bind string) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: "kplane-apiserver"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().AddDate(10, 0, 0),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		DNSNames:              []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
+		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback},
+	}
+	if host, err := os.Hostname(); err == nil {
+		tmpl.DNSNames = append(tmpl.DNSNames, host)
+	}
+	if ip := net.ParseIP(bind); ip != nil && !ip.IsUnspecified() {
+		tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+	} else if addrs, err := net.InterfaceAddrs(); err == nil {
+		// Bound to every address: the certificate names every address this host has.
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() {
+				tmpl.IPAddresses = append(tmpl.IPAddresses, n.IP)
+			}
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		return err
+	}
+	return writeFileAtomic(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+}
+
+// kubeconfigFor renders a kubeconfig for kubectl and client-go.
+func kubeconfigFor(url string, caPEM []byte, token string) ([]byte, error) {
+	cluster := map[string]any{"server": url}
+	if len(caPEM) > 0 {
+		cluster["certificate-authority-data"] = base64.StdEncoding.EncodeToString(bytes.TrimSpace(caPEM))
+	}
+	user := map[string]any{}
+	if token != "" {
+		user["token"] = token
+	}
+	cfg := map[string]any{
+		"apiVersion":      "v1",
+		"kind":            "Config",
+		"clusters":        []any{map[string]any{"name": "kplane", "cluster": cluster}},
+		"users":           []any{map[string]any{"name": "kplane-admin", "user": user}},
+		"contexts":        []any{map[string]any{"name": "kplane", "context": map[string]any{"cluster": "kplane", "user": "kplane-admin", "namespace": "default"}}},
+		"current-context": "kplane",
+	}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return []byte(strings.TrimSpace(string(out)) + "\n"), nil
+}

@@ -1,0 +1,230 @@
+package apiserver
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/kplane/kplane/apiserver/registry"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+)
+
+const (
+	mimeJSON     = "application/json"
+	mimeYAML     = "application/yaml"
+	mimeProtobuf = "application/vnd.kubernetes.protobuf"
+	// maxBodyBytes is Kubernetes' request size limit.
+	maxBodyBytes = 3 << 20
+)
+
+var (
+	jsonSerializer       = json.NewSerializerWithOptions(json.DefaultMetaFactory, registry.Scheme, registry.Scheme, json.SerializerOptions{})
+	strictJSONSerializer = json.NewSerializerWithOptions(json.DefaultMetaFactory, registry.Scheme, registry.Scheme, json.SerializerOptions{Strict: true})
+	yamlSerializer       = json.NewSerializerWithOptions(json.DefaultMetaFactory, registry.Scheme, registry.Scheme, json.SerializerOptions{Yaml: true})
+	strictYAMLSerializer = json.NewSerializerWithOptions(json.DefaultMetaFactory, registry.Scheme, registry.Scheme, json.SerializerOptions{Yaml: true, Strict: true})
+	protobufSerializer   = protobuf.NewSerializer(registry.Scheme, registry.Scheme)
+)
+
+// StorageCodec stores objects in etcd as Kubernetes protobuf, as kube-apiserver does.
+type StorageCodec struct{}
+
+// Encode implements storage.Codec.
+func (StorageCodec) Encode(obj runtime.Object) ([]byte, error) {
+	var buf bytes.Buffer
+	err := protobufSerializer.Encode(obj, &buf)
+	return buf.Bytes(), err
+}
+
+// Decode implements storage.Codec.
+func (StorageCodec) Decode(data []byte, into runtime.Object) error {
+	_, _, err := protobufSerializer.Decode(data, nil, into)
+	return err
+}
+
+// fieldValidation is the request's fieldValidation directive.
+type fieldValidation string
+
+const (
+	validationStrict fieldValidation = "Strict"
+	validationWarn   fieldValidation = "Warn"
+	validationIgnore fieldValidation = "Ignore"
+)
+
+func parseFieldValidation(r *http.Request) (fieldValidation, error) {
+	switch v := r.URL.Query().Get("fieldValidation"); v {
+	case "":
+		return validationWarn, nil
+	case "Strict", "Warn", "Ignore":
+		return fieldValidation(v), nil
+	default:
+		return "", apierrors.NewBadRequest(fmt.Sprintf("fieldValidation must be one of Ignore, Warn or Strict, got %q", v))
+	}
+}
+
+// readBody reads a request body up to Kubernetes' 3 MiB limit.
+func readBody(r *http.Request) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
+	if err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("reading request body: %v", err))
+	}
+	if len(data) > maxBodyBytes {
+		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", maxBodyBytes))
+	}
+	return data, nil
+}
+
+func mediaType(r *http.Request) string {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return mimeJSON
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return ct
+	}
+	return mt
+}
+
+// decodeObject decodes a request body of any supported media type into into, whose kind is
+// the endpoint's. Unknown and duplicate fields are errors under Strict and warnings under Warn.
+func decodeObject(w http.ResponseWriter, data []byte, contentType string, fv fieldValidation, gvk schema.GroupVersionKind, into runtime.Object) error {
+	var dec runtime.Decoder
+	switch contentType {
+	case mimeJSON:
+		dec = jsonSerializer
+		if fv != validationIgnore {
+			dec = strictJSONSerializer
+		}
+	case mimeYAML:
+		dec = yamlSerializer
+		if fv != validationIgnore {
+			dec = strictYAMLSerializer
+		}
+	case mimeProtobuf:
+		dec = protobufSerializer
+	default:
+		return apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "", schema.GroupResource{}, "",
+			fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %s, %s, %s", mimeJSON, mimeYAML, mimeProtobuf), 0, false)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return apierrors.NewBadRequest("the request body is empty")
+	}
+	obj, actual, err := dec.Decode(data, &gvk, into)
+	if err != nil {
+		if strictErr, ok := runtime.AsStrictDecodingError(err); ok && obj != nil {
+			if fv == validationStrict {
+				return apierrors.NewBadRequest(strictErr.Error())
+			}
+			for _, e := range strictErr.Errors() {
+				addWarning(w, e.Error())
+			}
+		} else {
+			return apierrors.NewBadRequest(fmt.Sprintf("the body of the request could not be decoded as %s: %v", gvk.Kind, err))
+		}
+	}
+	if actual == nil || *actual != gvk || obj != into {
+		got := "<unknown>"
+		if actual != nil {
+			got = actual.GroupVersion().String() + ", Kind=" + actual.Kind
+		}
+		return apierrors.NewBadRequest(fmt.Sprintf("the object in the body (%s) does not match the resource of the request (%s, Kind=%s)", got, gvk.GroupVersion(), gvk.Kind))
+	}
+	return nil
+}
+
+func addWarning(w http.ResponseWriter, msg string) {
+	w.Header().Add("Warning", fmt.Sprintf("299 - %q", msg))
+}
+
+// output is the response form a client asked for in its Accept header.
+type output int
+
+const (
+	outputJSON output = iota
+	outputYAML
+	outputTable
+	outputPartialMetadata
+)
+
+// negotiate picks the first acceptable form from the Accept header. Protobuf is answered with
+// JSON when the client also accepts JSON (client-go always does); Table and
+// PartialObjectMetadata are served for reads.
+func negotiate(r *http.Request) (output, error) {
+	accept := r.Header.Get("Accept")
+	if accept == "" {
+		return outputJSON, nil
+	}
+	for _, part := range strings.Split(accept, ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		switch mt {
+		case mimeJSON, "*/*", "application/*":
+			switch params["as"] {
+			case "":
+				return outputJSON, nil
+			case "Table":
+				if params["g"] == "meta.k8s.io" && (params["v"] == "v1" || params["v"] == "v1beta1") {
+					return outputTable, nil
+				}
+			case "PartialObjectMetadata", "PartialObjectMetadataList":
+				if params["g"] == "meta.k8s.io" && params["v"] == "v1" {
+					return outputPartialMetadata, nil
+				}
+			}
+		case mimeYAML:
+			if params["as"] == "" {
+				return outputYAML, nil
+			}
+		}
+	}
+	return 0, apierrors.NewGenericServerResponse(http.StatusNotAcceptable, "", schema.GroupResource{}, "",
+		"only the following media types are accepted: application/json, application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io", 0, false)
+}
+
+// writeObject writes obj with the given status code.
+func writeObject(w http.ResponseWriter, code int, out output, obj runtime.Object) {
+	var buf bytes.Buffer
+	ct := mimeJSON
+	var err error
+	if out == outputYAML {
+		ct = mimeYAML
+		err = yamlSerializer.Encode(obj, &buf)
+	} else {
+		err = jsonSerializer.Encode(obj, &buf)
+	}
+	if err != nil {
+		writeError(w, apierrors.NewInternalError(err))
+		return
+	}
+	w.Header().Set("Content-Type", ct)
+	w.WriteHeader(code)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// writeError writes err as a metav1.Status.
+func writeError(w http.ResponseWriter, err error) {
+	var status metav1.Status
+	if s, ok := err.(apierrors.APIStatus); ok {
+		status = s.Status()
+	} else {
+		status = apierrors.NewInternalError(err).ErrStatus
+	}
+	status.Kind, status.APIVersion = "Status", "v1"
+	if status.Status == "" {
+		status.Status = metav1.StatusFailure
+	}
+	if status.Code == 0 {
+		status.Code = http.StatusInternalServerError
+	}
+	writeObject(w, int(status.Code), outputJSON, &status)
+}

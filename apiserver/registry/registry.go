@@ -1,0 +1,250 @@
+// Package registry describes each served resource: its names and scope, defaults, validation,
+// the spec/status split, selectable fields and table columns. Adding a resource is one Def value
+// in one file of this package, appended to All.
+package registry
+
+import (
+	"context"
+	"reflect"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Object is what every stored API object is: a runtime.Object with ObjectMeta.
+type Object interface {
+	runtime.Object
+	metav1.Object
+}
+
+// Info is the static description of a resource, as discovery and the REST layer need it.
+type Info struct {
+	GroupVersion schema.GroupVersion
+	Resource     string // plural, lower case: "pods"
+	Singular     string
+	Kind         string // "Pod"
+	ShortNames   []string
+	Categories   []string
+	Namespaced   bool
+	Status       bool // has a status subresource
+	Scale        bool // has a scale subresource (replicas in spec, status.replicas, selector)
+	Binding      bool // pods/binding
+}
+
+// GroupResource names the resource for errors and storage keys.
+func (i *Info) GroupResource() schema.GroupResource {
+	return schema.GroupResource{Group: i.GroupVersion.Group, Resource: i.Resource}
+}
+
+// GVK is the kind served at this resource's endpoint.
+func (i *Info) GVK() schema.GroupVersionKind { return i.GroupVersion.WithKind(i.Kind) }
+
+// Hooks lets a resource reach server-side services (allocators) while it is created, updated or
+// deleted. Claims are storage keys the object holds exclusively (a ClusterIP, a NodePort); the
+// storage layer takes and releases them in the same transaction as the object itself.
+type Hooks interface {
+	// Taken reports whether a claim is already held by some object. Claims are short relative
+	// keys such as "serviceips/10.96.0.10" or "nodeports/30080"; storage keeps them under its own prefix.
+	Taken(ctx context.Context, key string) (bool, error)
+}
+
+// Strategy is the type-erased view of a Def that the REST layer uses.
+type Strategy interface {
+	Describe() *Info
+	NewObject() Object
+	NewListObject() runtime.Object
+	// PrepareCreate clears what a client may not set on create and applies defaults.
+	PrepareCreate(obj Object)
+	// PrepareUpdate keeps what the written part of the object may not change: a spec write keeps
+	// the stored status, a status write keeps the stored spec; generation bumps on spec change.
+	PrepareUpdate(obj, old Object, status bool)
+	// Allocate fills server-assigned values (ClusterIP, NodePorts); old is nil on create.
+	AllocateFor(ctx context.Context, h Hooks, obj, old Object) field.ErrorList
+	// Validate checks obj; old is nil on create.
+	ValidateObject(obj, old Object) field.ErrorList
+	// Claims lists the exclusive keys obj holds.
+	ClaimsOf(obj Object) []string
+	// Fields are the selectable fields of obj for field selectors.
+	SelectableFields(obj Object) fields.Set
+	// Columns and Row describe obj as a Table row.
+	TableColumns() []metav1.TableColumnDefinition
+	TableRow(obj Object) []any
+}
+
+// Def defines one resource over its k8s.io/api type T. Only Info, New and NewList are required.
+type Def[T Object] struct {
+	Info    Info
+	NewList func() runtime.Object
+
+	// NameValidation checks metadata.name; nil means a DNS-1123 subdomain, the common rule.
+	NameValidation apimachineryvalidation.ValidateNameFunc
+	// KeepStatusOnCreate keeps a status sent on create (nodes); otherwise it is reset.
+	KeepStatusOnCreate bool
+	// Defaults fills defaults, on create and on update.
+	Defaults func(T)
+	// Create adjusts a new object after defaults (initial status, for example).
+	Create func(T)
+	// Validate checks the object; ValidateUpdate adds checks of immutable fields.
+	Validate       func(T) field.ErrorList
+	ValidateUpdate func(obj, old T) field.ErrorList
+	// Allocate fills server-assigned values; old is the zero T on create.
+	Allocate func(ctx context.Context, h Hooks, obj, old T, creating bool) field.ErrorList
+	Claims   func(T) []string
+	// Fields adds selectable fields beyond metadata.name and metadata.namespace.
+	Fields func(T) fields.Set
+	// Columns follow the NAME column; Row gives the matching cells (without the name).
+	Columns []metav1.TableColumnDefinition
+	Row     func(T) []any
+}
+
+// Describe implements Strategy.
+func (d *Def[T]) Describe() *Info { return &d.Info }
+
+// NewObject implements Strategy.
+func (d *Def[T]) NewObject() Object {
+	var zero T
+	return reflect.New(reflect.TypeOf(zero).Elem()).Interface().(T)
+}
+
+// NewListObject implements Strategy.
+func (d *Def[T]) NewListObject() runtime.Object { return d.NewList() }
+
+// PrepareCreate implements Strategy.
+func (d *Def[T]) PrepareCreate(o Object) {
+	obj := o.(T)
+	if d.Info.Status && !d.KeepStatusOnCreate {
+		resetField(obj, "Status")
+	}
+	if hasField(obj, "Spec") {
+		obj.SetGeneration(1)
+	}
+	if d.Defaults != nil {
+		d.Defaults(obj)
+	}
+	if d.Create != nil {
+		d.Create(obj)
+	}
+}
+
+// PrepareUpdate implements Strategy.
+func (d *Def[T]) PrepareUpdate(o, oldo Object, status bool) {
+	obj, old := o.(T), oldo.(T)
+	if d.Info.Status {
+		if status {
+			copyField(obj, old, "Spec")
+		} else {
+			copyField(obj, old, "Status")
+		}
+	}
+	obj.SetGeneration(old.GetGeneration())
+	if d.Defaults != nil {
+		d.Defaults(obj)
+	}
+	if !status && hasField(obj, "Spec") && !apiequality.Semantic.DeepEqual(fieldOf(obj, "Spec"), fieldOf(old, "Spec")) {
+		obj.SetGeneration(old.GetGeneration() + 1)
+	}
+}
+
+// AllocateFor implements Strategy.
+func (d *Def[T]) AllocateFor(ctx context.Context, h Hooks, o, oldo Object) field.ErrorList {
+	if d.Allocate == nil {
+		return nil
+	}
+	var old T
+	if oldo != nil {
+		old = oldo.(T)
+	}
+	return d.Allocate(ctx, h, o.(T), old, oldo == nil)
+}
+
+// ValidateObject implements Strategy.
+func (d *Def[T]) ValidateObject(o, oldo Object) field.ErrorList {
+	obj := o.(T)
+	nameFn := d.NameValidation
+	if nameFn == nil {
+		nameFn = apimachineryvalidation.NameIsDNSSubdomain
+	}
+	errs := apimachineryvalidation.ValidateObjectMetaAccessor(obj, d.Info.Namespaced, nameFn, field.NewPath("metadata"))
+	if oldo != nil {
+		old := oldo.(T)
+		errs = append(errs, apimachineryvalidation.ValidateObjectMetaAccessorUpdate(obj, old, field.NewPath("metadata"))...)
+		if d.ValidateUpdate != nil {
+			errs = append(errs, d.ValidateUpdate(obj, old)...)
+		}
+	}
+	if d.Validate != nil {
+		errs = append(errs, d.Validate(obj)...)
+	}
+	return errs
+}
+
+// ClaimsOf implements Strategy.
+func (d *Def[T]) ClaimsOf(o Object) []string {
+	if d.Claims == nil {
+		return nil
+	}
+	return d.Claims(o.(T))
+}
+
+// SelectableFields implements Strategy.
+func (d *Def[T]) SelectableFields(o Object) fields.Set {
+	set := fields.Set{"metadata.name": o.GetName()}
+	if d.Info.Namespaced {
+		set["metadata.namespace"] = o.GetNamespace()
+	}
+	if d.Fields != nil {
+		for k, v := range d.Fields(o.(T)) {
+			set[k] = v
+		}
+	}
+	return set
+}
+
+// TableColumns implements Strategy.
+func (d *Def[T]) TableColumns() []metav1.TableColumnDefinition {
+	cols := []metav1.TableColumnDefinition{{Name: "Name", Type: "string", Format: "name", Description: "Name must be unique within a namespace."}}
+	if d.Row == nil {
+		return append(cols, metav1.TableColumnDefinition{Name: "Age", Type: "string", Description: "Time since the object was created."})
+	}
+	return append(cols, d.Columns...)
+}
+
+// TableRow implements Strategy.
+func (d *Def[T]) TableRow(o Object) []any {
+	cells := []any{o.GetName()}
+	if d.Row == nil {
+		return append(cells, Age(o.GetCreationTimestamp()))
+	}
+	return append(cells, d.Row(o.(T))...)
+}
+
+func fieldOf(obj any, name string) any {
+	v := reflect.ValueOf(obj).Elem().FieldByName(name)
+	if !v.IsValid() {
+		return nil
+	}
+	return v.Interface()
+}
+
+func hasField(obj any, name string) bool {
+	return reflect.ValueOf(obj).Elem().FieldByName(name).IsValid()
+}
+
+func resetField(obj any, name string) {
+	v := reflect.ValueOf(obj).Elem().FieldByName(name)
+	if v.IsValid() {
+		v.Set(reflect.Zero(v.Type()))
+	}
+}
+
+func copyField(dst, src any, name string) {
+	d := reflect.ValueOf(dst).Elem().FieldByName(name)
+	if d.IsValid() {
+		d.Set(reflect.ValueOf(src).Elem().FieldByName(name))
+	}
+}

@@ -1,0 +1,717 @@
+package apiserver
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/kplane/kplane/storage"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+
+func dryRun(r *http.Request) (bool, error) {
+	values := r.URL.Query()["dryRun"]
+	for _, v := range values {
+		if v != "All" {
+			return false, apierrors.NewBadRequest(fmt.Sprintf("unsupported dryRun value %q: only \"All\" is supported", v))
+		}
+	}
+	return len(values) > 0, nil
+}
+
+// predicate parses the label and field selectors of a list or watch request.
+func predicate(res *resource, r *http.Request) (storage.Predicate, error) {
+	q := r.URL.Query()
+	p := storage.Predicate{Attrs: func(o storage.Object) (labels.Set, fields.Set) {
+		return labels.Set(o.GetLabels()), res.strategy.SelectableFields(o)
+	}}
+	var err error
+	if p.Label, err = labels.Parse(q.Get("labelSelector")); err != nil {
+		return p, apierrors.NewBadRequest(fmt.Sprintf("unable to parse requirement: %v", err))
+	}
+	if p.Field, err = fields.ParseSelector(q.Get("fieldSelector")); err != nil {
+		return p, apierrors.NewBadRequest(fmt.Sprintf("invalid field selector: %v", err))
+	}
+	// Every field a selector names must be one the resource supports.
+	supported := res.strategy.SelectableFields(res.strategy.NewObject())
+	for _, req := range p.Field.Requirements() {
+		if _, ok := supported[req.Field]; !ok {
+			return p, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", req.Field))
+		}
+	}
+	return p, nil
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request, req request) {
+	out, err := negotiate(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var obj storage.Object
+	switch rv := r.URL.Query().Get("resourceVersion"); rv {
+	case "0":
+		obj, err = req.res.store.GetCached(req.namespace, req.name)
+	case "":
+		obj, err = req.res.store.Get(r.Context(), req.namespace, req.name)
+	default:
+		if _, err = storage.ParseResourceVersion(rv); err == nil {
+			obj, err = req.res.store.Get(r.Context(), req.namespace, req.name)
+		}
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	s.writeRead(w, r, out, req.res, obj, nil)
+}
+
+// writeRead answers a get (obj) or list (list) in the negotiated form.
+func (s *Server) writeRead(w http.ResponseWriter, r *http.Request, out output, res *resource, obj storage.Object, list runtime.Object) {
+	switch out {
+	case outputTable:
+		objs, rv, cont := []storage.Object{obj}, "", ""
+		if obj != nil {
+			rv = obj.GetResourceVersion()
+		} else {
+			objs = listItems(list)
+			lm, _ := meta.ListAccessor(list)
+			rv, cont = lm.GetResourceVersion(), lm.GetContinue()
+		}
+		t, err := toTable(res, objs, rv, r.URL.Query().Get("includeObject"), true)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		t.Continue = cont
+		writeObject(w, http.StatusOK, outputJSON, t)
+	case outputPartialMetadata:
+		if obj != nil {
+			writeObject(w, http.StatusOK, outputJSON, partialMetadata(obj))
+			return
+		}
+		lm, _ := meta.ListAccessor(list)
+		pl := &metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadataList"}}
+		pl.ResourceVersion, pl.Continue = lm.GetResourceVersion(), lm.GetContinue()
+		for _, o := range listItems(list) {
+			pl.Items = append(pl.Items, *partialMetadata(o))
+		}
+		writeObject(w, http.StatusOK, outputJSON, pl)
+	default:
+		if obj != nil {
+			writeObject(w, http.StatusOK, out, obj)
+			return
+		}
+		writeObject(w, http.StatusOK, out, list)
+	}
+}
+
+func partialMetadata(obj storage.Object) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadata"}}
+	if a, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		m.ObjectMeta = *a.GetObjectMeta().(*metav1.ObjectMeta)
+	}
+	return m
+}
+
+func listOptions(r *http.Request, pred storage.Predicate) (storage.ListOptions, error) {
+	q := r.URL.Query()
+	opts := storage.ListOptions{ResourceVersion: q.Get("resourceVersion"), Continue: q.Get("continue"), Predicate: pred}
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.ParseInt(l, 10, 64)
+		if err != nil || n < 0 {
+			return opts, apierrors.NewBadRequest(fmt.Sprintf("invalid limit %q", l))
+		}
+		opts.Limit = n
+	}
+	if _, err := storage.ParseResourceVersion(opts.ResourceVersion); err != nil {
+		return opts, err
+	}
+	if opts.Continue != "" && opts.ResourceVersion != "" {
+		return opts, apierrors.NewBadRequest("specifying resource version is not allowed when using continue")
+	}
+	switch m := q.Get("resourceVersionMatch"); m {
+	case "":
+	case string(metav1.ResourceVersionMatchNotOlderThan):
+		if opts.ResourceVersion == "" {
+			return opts, invalidOption("resourceVersionMatch", m, "resourceVersionMatch is forbidden unless resourceVersion is provided")
+		}
+	case string(metav1.ResourceVersionMatchExact):
+		if opts.ResourceVersion == "" || opts.ResourceVersion == "0" {
+			return opts, invalidOption("resourceVersionMatch", m, "resourceVersionMatch \"Exact\" is forbidden for resourceVersion \"0\" or \"\"")
+		}
+		opts.Exact = true
+	default:
+		return opts, invalidOption("resourceVersionMatch", m, "supported values: \"Exact\", \"NotOlderThan\"")
+	}
+	return opts, nil
+}
+
+func invalidOption(name, value, msg string) error {
+	return apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "ListOptions"}, "",
+		field.ErrorList{field.Invalid(field.NewPath(name), value, msg)})
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request, req request) {
+	out, err := negotiate(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	pred, err := predicate(req.res, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	opts, err := listOptions(r, pred)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	list, err := req.res.store.List(r.Context(), req.namespace, opts)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	list.GetObjectKind().SetGroupVersionKind(req.res.info.GroupVersion.WithKind(req.res.info.Kind + "List"))
+	s.writeRead(w, r, out, req.res, nil, list)
+}
+
+const generateNameChars = "bcdfghjklmnpqrstvwxz2456789"
+
+func generateName(base string) string {
+	const maxBase = 63 - 5
+	if len(base) > maxBase {
+		base = base[:maxBase]
+	}
+	b := make([]byte, 5)
+	for i := range b {
+		n, _ := rand.Int(rand.Reader, big.NewInt(int64(len(generateNameChars))))
+		b[i] = generateNameChars[n.Int64()]
+	}
+	return base + string(b)
+}
+
+// checkNamespace enforces namespace lifecycle: content goes only into namespaces that exist
+// and are not terminating.
+func (s *Server) checkNamespace(ctx context.Context, res *resource, ns string) error {
+	if !res.info.Namespaced {
+		return nil
+	}
+	nsStore := s.resources[namespacesGVR].store
+	obj, err := nsStore.GetCached("", ns)
+	if apierrors.IsNotFound(err) {
+		// The cache may lag a namespace created a moment ago.
+		obj, err = nsStore.Get(ctx, "", ns)
+	}
+	if err != nil {
+		return err
+	}
+	if obj.GetDeletionTimestamp() != nil {
+		e := apierrors.NewForbidden(res.info.GroupResource(), "", fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
+		e.ErrStatus.Details.Causes = append(e.ErrStatus.Details.Causes, metav1.StatusCause{Type: corev1.NamespaceTerminatingCause, Message: fmt.Sprintf("namespace %s is being terminated", ns), Field: "metadata.namespace"})
+		return e
+	}
+	return nil
+}
+
+func (s *Server) create(w http.ResponseWriter, r *http.Request, req request) {
+	obj, status, err := s.createObject(w, r, req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeObject(w, status, outputJSON, obj)
+}
+
+func (s *Server) createObject(w http.ResponseWriter, r *http.Request, req request) (storage.Object, int, error) {
+	res := req.res
+	ctx := r.Context()
+	dry, err := dryRun(r)
+	if err != nil {
+		return nil, 0, err
+	}
+	fv, err := parseFieldValidation(r)
+	if err != nil {
+		return nil, 0, err
+	}
+	body, err := readBody(r)
+	if err != nil {
+		return nil, 0, err
+	}
+	obj := res.strategy.NewObject()
+	if err := decodeObject(w, body, mediaType(r), fv, res.info.GVK(), obj); err != nil {
+		return nil, 0, err
+	}
+	if res.info.Namespaced {
+		if obj.GetNamespace() == "" {
+			obj.SetNamespace(req.namespace)
+		} else if obj.GetNamespace() != req.namespace {
+			return nil, 0, apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+		}
+	} else {
+		obj.SetNamespace("")
+	}
+	if obj.GetResourceVersion() != "" {
+		return nil, 0, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
+	}
+	if err := s.checkNamespace(ctx, res, req.namespace); err != nil {
+		return nil, 0, err
+	}
+	created, err := s.createPrepared(ctx, res, obj, dry)
+	if err != nil {
+		return nil, 0, err
+	}
+	return created, http.StatusCreated, nil
+}
+
+// createPrepared fills server-set metadata, defaults, allocates, validates and stores a new
+// object. Allocation races (two creates picking one ClusterIP) and generated-name collisions
+// are retried from the client's object.
+func (s *Server) createPrepared(ctx context.Context, res *resource, original storage.Object, dry bool) (storage.Object, error) {
+	generated := original.GetName() == "" && original.GetGenerateName() != ""
+	for attempt := 0; ; attempt++ {
+		obj := original.DeepCopyObject().(storage.Object)
+		if generated {
+			obj.SetName(generateName(obj.GetGenerateName()))
+		}
+		obj.SetUID(uuid.NewUUID())
+		obj.SetCreationTimestamp(metav1.Now())
+		obj.SetDeletionTimestamp(nil)
+		obj.SetDeletionGracePeriodSeconds(nil)
+		obj.SetManagedFields(nil)
+		obj.SetSelfLink("")
+		res.strategy.PrepareCreate(obj)
+		errs := res.strategy.AllocateFor(ctx, res.store, obj, nil)
+		errs = append(errs, res.strategy.ValidateObject(obj, nil)...)
+		if len(errs) > 0 {
+			return nil, apierrors.NewInvalid(res.info.GVK().GroupKind(), obj.GetName(), errs)
+		}
+		created, err := res.store.Create(ctx, obj, res.strategy.ClaimsOf(obj), dry)
+		var taken *storage.ErrClaimTaken
+		switch {
+		case err == nil:
+			return created, nil
+		case errors.As(err, &taken) && attempt < 5:
+			continue
+		case apierrors.IsAlreadyExists(err) && generated && attempt < 5:
+			continue
+		case errors.As(err, &taken):
+			return nil, apierrors.NewConflict(res.info.GroupResource(), obj.GetName(), err)
+		default:
+			return nil, err
+		}
+	}
+}
+
+// mergeServerFields carries what clients may not change from the stored object into the new one.
+func mergeServerFields(obj, cur storage.Object) {
+	if obj.GetUID() == "" {
+		obj.SetUID(cur.GetUID())
+	}
+	obj.SetCreationTimestamp(cur.GetCreationTimestamp())
+	obj.SetDeletionTimestamp(cur.GetDeletionTimestamp())
+	obj.SetDeletionGracePeriodSeconds(cur.GetDeletionGracePeriodSeconds())
+	obj.SetManagedFields(nil)
+	obj.SetSelfLink("")
+}
+
+// updateFunc returns the storage update step shared by PUT, PATCH and the subresources: newObj
+// computes the client's intended object from the current one; the result is checked against the
+// client's resourceVersion precondition, prepared, allocated and validated.
+func (s *Server) updateFunc(ctx context.Context, req request, status bool, newObj func(cur storage.Object) (storage.Object, error)) storage.UpdateFunc {
+	res := req.res
+	return func(cur storage.Object) (storage.Object, error) {
+		obj, err := newObj(cur)
+		if err != nil {
+			return nil, err
+		}
+		if obj.GetName() != req.name {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), req.name))
+		}
+		if res.info.Namespaced && obj.GetNamespace() == "" {
+			obj.SetNamespace(req.namespace)
+		}
+		if obj.GetNamespace() != req.namespace {
+			return nil, apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+		}
+		if rv := obj.GetResourceVersion(); rv != "" && rv != cur.GetResourceVersion() {
+			return nil, apierrors.NewConflict(res.info.GroupResource(), req.name, errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+		}
+		obj.SetResourceVersion(cur.GetResourceVersion())
+		mergeServerFields(obj, cur)
+		res.strategy.PrepareUpdate(obj, cur, status)
+		errs := res.strategy.AllocateFor(ctx, res.store, obj, cur)
+		errs = append(errs, res.strategy.ValidateObject(obj, cur)...)
+		if len(errs) > 0 {
+			return nil, apierrors.NewInvalid(res.info.GVK().GroupKind(), req.name, errs)
+		}
+		return obj, nil
+	}
+}
+
+func (s *Server) update(w http.ResponseWriter, r *http.Request, req request, status bool) {
+	res := req.res
+	dry, err := dryRun(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	fv, err := parseFieldValidation(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	body, err := readBody(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	obj := res.strategy.NewObject()
+	if err := decodeObject(w, body, mediaType(r), fv, res.info.GVK(), obj); err != nil {
+		writeError(w, err)
+		return
+	}
+	finalize := req.subresource == "finalize"
+	tryUpdate := s.updateFunc(r.Context(), req, status, func(cur storage.Object) (storage.Object, error) {
+		next := obj.DeepCopyObject().(storage.Object)
+		if finalize {
+			// Only the namespace's spec.finalizers change through /finalize.
+			ns := cur.DeepCopyObject().(*corev1.Namespace)
+			ns.Spec.Finalizers = next.(*corev1.Namespace).Spec.Finalizers
+			ns.ResourceVersion = next.GetResourceVersion()
+			return ns, nil
+		}
+		return next, nil
+	})
+	s.writeUpdate(w, r, req, tryUpdate, dry)
+}
+
+// writeUpdate runs an update and answers it; an object whose deletion was only waiting for its
+// finalizers is deleted once they are gone.
+func (s *Server) writeUpdate(w http.ResponseWriter, r *http.Request, req request, tryUpdate storage.UpdateFunc, dry bool) {
+	res := req.res
+	updated, err := res.store.Update(r.Context(), req.namespace, req.name, tryUpdate, res.claims, dry)
+	var taken *storage.ErrClaimTaken
+	if errors.As(err, &taken) {
+		err = apierrors.NewConflict(res.info.GroupResource(), req.name, err)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if deletionComplete(updated) && !dry {
+		rv := updated.GetResourceVersion()
+		if _, err := res.store.Delete(r.Context(), req.namespace, req.name, func(cur storage.Object) error {
+			if cur.GetResourceVersion() != rv {
+				return errSkipDelete
+			}
+			return nil
+		}, res.claims, false); err != nil && !errors.Is(err, errSkipDelete) && !apierrors.IsNotFound(err) {
+			writeError(w, err)
+			return
+		}
+	}
+	writeObject(w, http.StatusOK, outputJSON, updated)
+}
+
+var errSkipDelete = errors.New("object changed; deletion left to the next writer")
+
+// deletionComplete reports whether an object marked for deletion has nothing left to wait for.
+func deletionComplete(obj storage.Object) bool {
+	if obj.GetDeletionTimestamp() == nil || len(obj.GetFinalizers()) > 0 {
+		return false
+	}
+	if g := obj.GetDeletionGracePeriodSeconds(); g != nil && *g > 0 {
+		return false
+	}
+	if ns, ok := obj.(*corev1.Namespace); ok && len(ns.Spec.Finalizers) > 0 {
+		return false
+	}
+	return true
+}
+
+// gracePeriod is how long a deleted object lingers for its owner to stop it: only pods that are
+// bound to a node and still running wait (for their node agent); everything else goes at once.
+func gracePeriod(obj storage.Object, opts *metav1.DeleteOptions) int64 {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return 0
+	}
+	if opts.GracePeriodSeconds != nil {
+		return max(*opts.GracePeriodSeconds, 0)
+	}
+	if pod.Spec.TerminationGracePeriodSeconds != nil {
+		return *pod.Spec.TerminationGracePeriodSeconds
+	}
+	return corev1.DefaultTerminationGracePeriodSeconds
+}
+
+func parseDeleteOptions(r *http.Request) (*metav1.DeleteOptions, error) {
+	opts := &metav1.DeleteOptions{}
+	body, err := readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	if len(body) > 0 {
+		gvk := metav1.SchemeGroupVersion.WithKind("DeleteOptions")
+		var dec runtime.Decoder = jsonSerializer
+		switch mediaType(r) {
+		case mimeProtobuf:
+			dec = protobufSerializer
+		case mimeYAML:
+			dec = yamlSerializer
+		}
+		if _, _, err := dec.Decode(body, &gvk, opts); err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid DeleteOptions: %v", err))
+		}
+	}
+	q := r.URL.Query()
+	if g := q.Get("gracePeriodSeconds"); g != "" {
+		n, err := strconv.ParseInt(g, 10, 64)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid gracePeriodSeconds %q", g))
+		}
+		opts.GracePeriodSeconds = &n
+	}
+	if p := q.Get("propagationPolicy"); p != "" {
+		pp := metav1.DeletionPropagation(p)
+		opts.PropagationPolicy = &pp
+	}
+	if d := q["dryRun"]; len(d) > 0 {
+		opts.DryRun = d
+	}
+	var errs field.ErrorList
+	if p := opts.PropagationPolicy; p != nil && *p != metav1.DeletePropagationBackground && *p != metav1.DeletePropagationForeground && *p != metav1.DeletePropagationOrphan {
+		errs = append(errs, field.NotSupported(field.NewPath("propagationPolicy"), *p, []string{"Background", "Foreground", "Orphan"}))
+	}
+	if opts.PropagationPolicy != nil && opts.OrphanDependents != nil {
+		errs = append(errs, field.Invalid(field.NewPath("propagationPolicy"), *opts.PropagationPolicy, "orphanDependents and propagationPolicy cannot both be set"))
+	}
+	for _, d := range opts.DryRun {
+		if d != "All" {
+			errs = append(errs, field.NotSupported(field.NewPath("dryRun"), d, []string{"All"}))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "DeleteOptions"}, "", errs)
+	}
+	return opts, nil
+}
+
+func (s *Server) delete(w http.ResponseWriter, r *http.Request, req request) {
+	opts, err := parseDeleteOptions(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	obj, err := s.deleteObject(r.Context(), req.res, req.namespace, req.name, opts)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeObject(w, http.StatusOK, outputJSON, obj)
+}
+
+// deleteObject deletes at once, or marks the object for deletion when finalizers, a namespace's
+// spec finalizers or a pod's grace period must run first.
+func (s *Server) deleteObject(ctx context.Context, res *resource, ns, name string, opts *metav1.DeleteOptions) (storage.Object, error) {
+	dry := len(opts.DryRun) > 0
+	check := func(cur storage.Object) error {
+		if p := opts.Preconditions; p != nil {
+			if p.UID != nil && *p.UID != cur.GetUID() {
+				return apierrors.NewConflict(res.info.GroupResource(), name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, cur.GetUID()))
+			}
+			if p.ResourceVersion != nil && *p.ResourceVersion != cur.GetResourceVersion() {
+				return apierrors.NewConflict(res.info.GroupResource(), name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, cur.GetResourceVersion()))
+			}
+		}
+		return nil
+	}
+	for {
+		cur, err := res.store.Get(ctx, ns, name)
+		if err != nil {
+			return nil, err
+		}
+		if err := check(cur); err != nil {
+			return nil, err
+		}
+		grace := gracePeriod(cur, opts)
+		_, isNS := cur.(*corev1.Namespace)
+		if len(cur.GetFinalizers()) == 0 && !isNS && grace == 0 {
+			obj, err := res.store.Delete(ctx, ns, name, func(c storage.Object) error {
+				if c.GetResourceVersion() != cur.GetResourceVersion() {
+					return errSkipDelete
+				}
+				return nil
+			}, res.claims, dry)
+			if errors.Is(err, errSkipDelete) {
+				continue // changed since we looked: decide again
+			}
+			return obj, err
+		}
+		updated, err := res.store.Update(ctx, ns, name, func(c storage.Object) (storage.Object, error) {
+			if err := check(c); err != nil {
+				return nil, err
+			}
+			if c.GetResourceVersion() != cur.GetResourceVersion() {
+				return nil, errSkipDelete
+			}
+			markDeleted(c, grace)
+			return c, nil
+		}, res.claims, dry)
+		if errors.Is(err, errSkipDelete) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if deletionComplete(updated) && !dry {
+			// A namespace without spec finalizers has nothing to wait for.
+			continue
+		}
+		return updated, nil
+	}
+}
+
+// markDeleted sets deletionTimestamp (once; a shorter grace period may shorten it).
+func markDeleted(obj storage.Object, grace int64) {
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	if ts := obj.GetDeletionTimestamp(); ts != nil {
+		if g := obj.GetDeletionGracePeriodSeconds(); g != nil && grace < *g {
+			deadline := metav1.NewTime(now.Add(time.Duration(grace) * time.Second))
+			obj.SetDeletionTimestamp(&deadline)
+			obj.SetDeletionGracePeriodSeconds(&grace)
+		}
+		return
+	}
+	deadline := metav1.NewTime(now.Add(time.Duration(grace) * time.Second))
+	obj.SetDeletionTimestamp(&deadline)
+	obj.SetDeletionGracePeriodSeconds(&grace)
+	if ns, ok := obj.(*corev1.Namespace); ok {
+		ns.Status.Phase = corev1.NamespaceTerminating
+	}
+}
+
+func (s *Server) deleteCollection(w http.ResponseWriter, r *http.Request, req request) {
+	pred, err := predicate(req.res, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	opts, err := parseDeleteOptions(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	list, err := req.res.store.List(r.Context(), req.namespace, storage.ListOptions{Predicate: pred})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var deleted []runtime.Object
+	for _, item := range listItems(list) {
+		obj, err := s.deleteObject(r.Context(), req.res, item.GetNamespace(), item.GetName(), opts)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		deleted = append(deleted, obj)
+	}
+	out := req.res.strategy.NewListObject()
+	if err := setListItems(out, deleted); err != nil {
+		writeError(w, err)
+		return
+	}
+	out.GetObjectKind().SetGroupVersionKind(req.res.info.GroupVersion.WithKind(req.res.info.Kind + "List"))
+	writeObject(w, http.StatusOK, outputJSON, out)
+}
+
+// createBinding binds a pod to a node (pods/binding and the legacy bindings resource).
+func (s *Server) createBinding(w http.ResponseWriter, r *http.Request, ns, podName string) {
+	fv, err := parseFieldValidation(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	body, err := readBody(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	binding := &corev1.Binding{}
+	if err := decodeObject(w, body, mediaType(r), fv, corev1.SchemeGroupVersion.WithKind("Binding"), binding); err != nil {
+		writeError(w, err)
+		return
+	}
+	if podName == "" {
+		podName = binding.Name
+	}
+	if binding.Name != podName {
+		writeError(w, apierrors.NewBadRequest("the name of the binding does not match the name of the pod"))
+		return
+	}
+	if binding.Target.Name == "" || (binding.Target.Kind != "" && binding.Target.Kind != "Node") {
+		writeError(w, apierrors.NewInvalid(schema.GroupKind{Kind: "Binding"}, podName, field.ErrorList{
+			field.Invalid(field.NewPath("target"), binding.Target, "must name a Node")}))
+		return
+	}
+	pods := s.resources[schema.GroupVersionResource{Version: "v1", Resource: "pods"}]
+	dry, err := dryRun(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	_, err = pods.store.Update(r.Context(), ns, podName, func(cur storage.Object) (storage.Object, error) {
+		pod := cur.(*corev1.Pod)
+		if pod.DeletionTimestamp != nil {
+			return nil, apierrors.NewConflict(pods.info.GroupResource(), podName, errors.New("pod is being deleted, cannot be assigned to a host"))
+		}
+		if pod.Spec.NodeName != "" {
+			return nil, apierrors.NewConflict(pods.info.GroupResource(), podName, fmt.Errorf("pod %s is already assigned to node %q", podName, pod.Spec.NodeName))
+		}
+		if uid := binding.UID; uid != "" && uid != pod.UID {
+			return nil, apierrors.NewConflict(pods.info.GroupResource(), podName, errors.New("the UID in the binding does not match the pod's"))
+		}
+		pod.Spec.NodeName = binding.Target.Name
+		setPodScheduled(pod)
+		return pod, nil
+	}, nil, dry)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeObject(w, http.StatusCreated, outputJSON, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess, Code: http.StatusCreated})
+}
+
+func setPodScheduled(pod *corev1.Pod) {
+	now := metav1.Now()
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == corev1.PodScheduled {
+			pod.Status.Conditions[i].Status = corev1.ConditionTrue
+			pod.Status.Conditions[i].LastTransitionTime = now
+			return
+		}
+	}
+	pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now})
+}
+

@@ -1,0 +1,326 @@
+// Package apiserver serves the Kubernetes API over HTTP from the resources in registry, stored in
+// etcd through storage: discovery, OpenAPI, the REST verbs, watch streams, tables and errors as
+// metav1.Status.
+package apiserver
+
+import (
+	"context"
+	"crypto/subtle"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/kplane/kplane/apiserver/registry"
+	"github.com/kplane/kplane/storage"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Config is what a Server needs.
+type Config struct {
+	Etcd              *storage.Etcd
+	ServiceAllocation *registry.ServiceAllocation
+	Cache             storage.CacheOptions
+	// Tokens maps bearer tokens to user names; nil serves every request unauthenticated.
+	Tokens map[string]string
+	// ExternalAddress is host:port clients use to reach this server (discovery and the
+	// kubernetes service's endpoints).
+	ExternalAddress string
+}
+
+// resource is one served resource: its definition and its store.
+type resource struct {
+	strategy registry.Strategy
+	info     *registry.Info
+	store    *storage.Store
+	claims   storage.ClaimsFunc
+}
+
+// Server is the API server's HTTP handler.
+type Server struct {
+	cfg       Config
+	resources map[schema.GroupVersionResource]*resource
+	ordered   []*resource
+	ready     atomic.Bool
+	openapi   openAPICache
+}
+
+// New builds the server's resources and stores; Run starts them.
+func New(cfg Config) *Server {
+	s := &Server{cfg: cfg, resources: map[schema.GroupVersionResource]*resource{}}
+	for _, st := range registry.All(cfg.ServiceAllocation) {
+		info := st.Describe()
+		st := st
+		r := &resource{strategy: st, info: info, claims: func(o storage.Object) []string { return st.ClaimsOf(o) }}
+		r.store = storage.NewStore(cfg.Etcd, StorageCodec{}, storage.ResourceConfig{
+			GroupResource: info.GroupResource(),
+			Kind:          info.GVK(),
+			New:           func() storage.Object { return st.NewObject() },
+			NewList:       st.NewListObject,
+			Attrs: func(o storage.Object) (labels.Set, fields.Set) {
+				return labels.Set(o.GetLabels()), st.SelectableFields(o)
+			},
+		}, cfg.Cache)
+		s.resources[info.GroupVersion.WithResource(info.Resource)] = r
+		s.ordered = append(s.ordered, r)
+	}
+	return s
+}
+
+// Run starts every watch cache, creates the default namespaces and the kubernetes service, and
+// marks the server ready. It blocks until ctx is cancelled.
+func (s *Server) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, r := range s.ordered {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.store.Run(ctx)
+		}()
+	}
+	defer wg.Wait()
+	for _, r := range s.ordered {
+		if err := r.store.WaitReady(ctx); err != nil {
+			return err
+		}
+	}
+	if err := s.bootstrap(ctx); err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	s.ready.Store(true)
+	<-ctx.Done()
+	return nil
+}
+
+// Ready reports whether Run has finished starting up.
+func (s *Server) Ready() bool { return s.ready.Load() }
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			slog.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
+			writeError(w, apierrors.NewInternalError(fmt.Errorf("internal error")))
+		}
+	}()
+	path := strings.TrimSuffix(r.URL.Path, "/")
+	switch path {
+	case "/healthz", "/livez":
+		writeText(w, http.StatusOK, "ok")
+		return
+	case "/readyz":
+		if !s.Ready() {
+			writeText(w, http.StatusServiceUnavailable, "not ready: starting")
+			return
+		}
+		writeText(w, http.StatusOK, "ok")
+		return
+	case "/version":
+		writeJSON(w, http.StatusOK, versionInfo())
+		return
+	}
+	if s.cfg.Tokens != nil && !s.authenticated(r) {
+		writeError(w, apierrors.NewUnauthorized("Unauthorized"))
+		return
+	}
+	if r.ContentLength > maxBodyBytes {
+		writeError(w, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", maxBodyBytes)))
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes+1)
+	switch {
+	case path == "" || path == "/":
+		writeJSON(w, http.StatusOK, map[string]any{"paths": s.rootPaths()})
+	case path == "/api":
+		s.serveAPIVersions(w, r)
+	case path == "/apis":
+		s.serveAPIGroupList(w)
+	case strings.HasPrefix(path, "/openapi/"):
+		s.serveOpenAPI(w, r, path)
+	case strings.HasPrefix(path, "/api/"):
+		s.serveAPI(w, r, "", strings.Split(strings.TrimPrefix(path, "/api/"), "/"))
+	case strings.HasPrefix(path, "/apis/"):
+		parts := strings.Split(strings.TrimPrefix(path, "/apis/"), "/")
+		if len(parts) == 1 {
+			s.serveAPIGroup(w, parts[0])
+			return
+		}
+		s.serveAPI(w, r, parts[0], parts[1:])
+	default:
+		writeError(w, apierrors.NewNotFound(schema.GroupResource{}, path))
+	}
+}
+
+func (s *Server) authenticated(r *http.Request) bool {
+	auth := r.Header.Get("Authorization")
+	token, ok := strings.CutPrefix(auth, "Bearer ")
+	if !ok {
+		return false
+	}
+	token = strings.TrimSpace(token)
+	found := false
+	for t := range s.cfg.Tokens {
+		if subtle.ConstantTimeCompare([]byte(t), []byte(token)) == 1 {
+			found = true
+		}
+	}
+	return found
+}
+
+// request is a parsed resource request.
+type request struct {
+	res         *resource
+	namespace   string
+	name        string
+	subresource string
+}
+
+// serveAPI routes /api/<version>/... and /apis/<group>/<version>/...
+func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, group string, parts []string) {
+	gv := schema.GroupVersion{Group: group, Version: parts[0]}
+	parts = parts[1:]
+	if len(parts) == 0 {
+		s.serveResourceList(w, gv)
+		return
+	}
+	watchPath := false
+	if parts[0] == "watch" {
+		// The deprecated /watch/ path prefix.
+		watchPath, parts = true, parts[1:]
+	}
+	req := request{}
+	if len(parts) >= 2 && parts[0] == "namespaces" {
+		req.namespace = parts[1]
+		// /namespaces/<name>/status and /finalize address the namespace itself.
+		if len(parts) > 2 && parts[2] != "status" && parts[2] != "finalize" {
+			parts = parts[2:]
+		} else {
+			req.namespace = ""
+			parts = append([]string{"namespaces"}, parts[1:]...)
+		}
+	}
+	if len(parts) == 0 || len(parts) > 3 {
+		writeError(w, apierrors.NewNotFound(schema.GroupResource{}, r.URL.Path))
+		return
+	}
+	res, ok := s.resources[gv.WithResource(parts[0])]
+	if !ok {
+		if gv.Group == "" && parts[0] == "bindings" && r.Method == http.MethodPost && req.namespace != "" {
+			s.createBinding(w, r, req.namespace, "")
+			return
+		}
+		writeError(w, apierrors.NewNotFound(schema.GroupResource{Group: gv.Group, Resource: parts[0]}, ""))
+		return
+	}
+	req.res = res
+	if len(parts) > 1 {
+		req.name = parts[1]
+	}
+	if len(parts) > 2 {
+		req.subresource = parts[2]
+	}
+	if res.info.Namespaced && req.name == "" && req.namespace == "" && r.Method != http.MethodGet {
+		writeError(w, apierrors.NewBadRequest("the namespace of the request is required for this resource"))
+		return
+	}
+	if !res.info.Namespaced && req.namespace != "" && !(res.info.Resource == "namespaces") {
+		writeError(w, apierrors.NewNotFound(res.info.GroupResource(), req.name))
+		return
+	}
+	isWatch := watchPath || isTrue(r.URL.Query().Get("watch"))
+	s.serveResource(w, r, req, isWatch)
+}
+
+func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, req request, isWatch bool) {
+	gr := req.res.info.GroupResource()
+	unsupported := func(verb string) { writeError(w, apierrors.NewMethodNotSupported(gr, verb)) }
+	if req.subresource != "" {
+		s.serveSubresource(w, r, req)
+		return
+	}
+	if req.name == "" {
+		switch r.Method {
+		case http.MethodGet:
+			if isWatch {
+				s.watch(w, r, req)
+			} else {
+				s.list(w, r, req)
+			}
+		case http.MethodPost:
+			s.create(w, r, req)
+		case http.MethodDelete:
+			s.deleteCollection(w, r, req)
+		default:
+			unsupported(strings.ToLower(r.Method))
+		}
+		return
+	}
+	switch r.Method {
+	case http.MethodGet:
+		if isWatch {
+			// Watching one object is a watch with a name field selector.
+			q := r.URL.Query()
+			sel := "metadata.name=" + req.name
+			if fs := q.Get("fieldSelector"); fs != "" {
+				sel += "," + fs
+			}
+			q.Set("fieldSelector", sel)
+			r.URL.RawQuery = q.Encode()
+			req.name = ""
+			s.watch(w, r, req)
+			return
+		}
+		s.get(w, r, req)
+	case http.MethodPut:
+		s.update(w, r, req, false)
+	case http.MethodPatch:
+		s.patch(w, r, req, false)
+	case http.MethodDelete:
+		s.delete(w, r, req)
+	default:
+		unsupported(strings.ToLower(r.Method))
+	}
+}
+
+func (s *Server) serveSubresource(w http.ResponseWriter, r *http.Request, req request) {
+	info := req.res.info
+	gr := info.GroupResource()
+	switch {
+	case req.subresource == "status" && info.Status:
+		switch r.Method {
+		case http.MethodGet:
+			s.get(w, r, req)
+		case http.MethodPut:
+			s.update(w, r, req, true)
+		case http.MethodPatch:
+			s.patch(w, r, req, true)
+		default:
+			writeError(w, apierrors.NewMethodNotSupported(gr, strings.ToLower(r.Method)))
+		}
+	case req.subresource == "finalize" && info.Resource == "namespaces" && r.Method == http.MethodPut:
+		s.update(w, r, req, false)
+	case req.subresource == "scale" && info.Scale:
+		s.serveScale(w, r, req)
+	case req.subresource == "binding" && info.Binding && r.Method == http.MethodPost:
+		s.createBinding(w, r, req.namespace, req.name)
+	default:
+		writeError(w, apierrors.NewNotFound(schema.GroupResource{Group: gr.Group, Resource: gr.Resource + "/" + req.subresource}, req.name))
+	}
+}
+
+func isTrue(v string) bool { return v == "true" || v == "1" }
+
+func writeText(w http.ResponseWriter, code int, text string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(text))
+}

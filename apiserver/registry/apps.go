@@ -32,14 +32,6 @@ var replicaColumns = columns(
 	Column("Selector", "string", 1, "Label query over the pods the controller owns."),
 )
 
-func deref[T any](p *T) T {
-	if p == nil {
-		var zero T
-		return zero
-	}
-	return *p
-}
-
 var replicationControllers = &Def[*corev1.ReplicationController]{
 	Info: Info{GroupVersion: coreV1, Resource: "replicationcontrollers", Singular: "replicationcontroller", Kind: "ReplicationController",
 		ShortNames: []string{"rc"}, Categories: []string{"all"}, Namespaced: true, Status: true, Scale: true},

@@ -2,7 +2,7 @@ package registry
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -102,7 +102,7 @@ func nodeRow(n *corev1.Node) []any {
 			roles = append(roles, v)
 		}
 	}
-	sort.Strings(roles)
+	slices.Sort(roles)
 	info := n.Status.NodeInfo
 	kernel := or(info.KernelVersion, "<unknown>")
 	if info.Architecture != "" {

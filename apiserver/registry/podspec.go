@@ -132,6 +132,15 @@ func or[T comparable](v, def T) T {
 	return v
 }
 
+// deref returns *p, or the zero value for nil.
+func deref[T any](p *T) T {
+	if p == nil {
+		var zero T
+		return zero
+	}
+	return *p
+}
+
 // imageTag returns an image reference's tag: "latest" when there is neither tag nor digest,
 // "" when only a digest pins it (which makes the pull policy IfNotPresent).
 func imageTag(image string) string {
@@ -249,7 +258,7 @@ func validateToleration(t corev1.Toleration, p *field.Path) field.ErrorList {
 	}
 	switch t.Operator {
 	case corev1.TolerationOpEqual, "":
-		if t.Key == "" && t.Operator != "" {
+		if t.Key == "" {
 			errs = append(errs, field.Invalid(p.Child("operator"), t.Operator, "operator must be Exists when `key` is empty, which means \"match all values and all keys\""))
 		}
 		errs = append(errs, msgs(p.Child("value"), t.Value, validation.IsValidLabelValue(t.Value))...)

@@ -305,12 +305,14 @@ func TestServiceAllocation(t *testing.T) {
 		if e := create(fakeHooks{}, old); len(e) > 0 {
 			t.Fatal(e)
 		}
+		old.ResourceVersion = "1"
 		held := fakeHooks{}
 		for _, k := range svcs.ClaimsOf(old) {
 			held[k] = true
 		}
 		update := func(change func(*corev1.Service)) *corev1.Service {
 			s := newService(corev1.ServiceTypeNodePort, corev1.ServicePort{Port: 80})
+			s.ResourceVersion = "1"
 			change(s)
 			svcs.PrepareUpdate(s, old, false)
 			if e := svcs.AllocateFor(ctx, held, s, old); len(e) > 0 {

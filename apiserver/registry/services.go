@@ -226,7 +226,8 @@ func validateServiceUpdate(s, old *corev1.Service) field.ErrorList {
 	if s.Spec.Type == corev1.ServiceTypeExternalName || old.Spec.Type == corev1.ServiceTypeExternalName || old.Spec.ClusterIP == "" {
 		return nil
 	}
-	if s.Spec.ClusterIP != old.Spec.ClusterIP {
+	// An empty clusterIP is not a change: allocation fills it from the stored service.
+	if s.Spec.ClusterIP != "" && s.Spec.ClusterIP != old.Spec.ClusterIP {
 		return field.ErrorList{field.Invalid(field.NewPath("spec", "clusterIPs").Index(0), s.Spec.ClusterIPs, "may not change once set")}
 	}
 	return nil

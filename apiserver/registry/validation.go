@@ -56,7 +56,7 @@ func oneOf[T ~string](v T, p *field.Path, allowed ...T) field.ErrorList {
 	case v == "":
 		return field.ErrorList{field.Required(p, "")}
 	case !slices.Contains(allowed, v):
-		return field.ErrorList{field.NotSupported(p, v, allowed)}
+		return field.ErrorList{field.NotSupported(p, v, slices.Sorted(slices.Values(allowed)))}
 	}
 	return nil
 }

@@ -111,7 +111,12 @@ func do(t *testing.T, method, path string, body any, headers ...string) response
 // namespace creates a namespace for one test.
 func namespace(t *testing.T) string {
 	t.Helper()
-	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	name := strings.Map(func(r rune) rune {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(t.Name()))
 	if len(name) > 50 {
 		name = name[:50]
 	}

@@ -77,6 +77,15 @@ func StartEmbedded(opts EmbeddedOptions) (*Etcd, error) {
 	return &Etcd{Client: v3client.New(e.Server), server: e}, nil
 }
 
+// Endpoint is the client URL of an embedded member ("" for an external cluster), so other
+// processes (or tests playing an external cluster) can reach it.
+func (e *Etcd) Endpoint() string {
+	if e.server == nil || len(e.server.Clients) == 0 {
+		return ""
+	}
+	return "http://" + e.server.Clients[0].Addr().String()
+}
+
 // Connect dials an external etcd cluster.
 func Connect(ctx context.Context, endpoints []string) (*Etcd, error) {
 	cli, err := clientv3.New(clientv3.Config{

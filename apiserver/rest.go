@@ -536,9 +536,11 @@ func (s *Server) deleteObject(ctx context.Context, res *resource, ns, name strin
 	check := func(cur storage.Object) error {
 		if p := opts.Preconditions; p != nil {
 			if p.UID != nil && *p.UID != cur.GetUID() {
+				//lint:ignore ST1005 Kubernetes' exact wording, which clients and people match on.
 				return apierrors.NewConflict(res.info.GroupResource(), name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, cur.GetUID()))
 			}
 			if p.ResourceVersion != nil && *p.ResourceVersion != cur.GetResourceVersion() {
+				//lint:ignore ST1005 Kubernetes' exact wording, which clients and people match on.
 				return apierrors.NewConflict(res.info.GroupResource(), name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, cur.GetResourceVersion()))
 			}
 		}
@@ -714,4 +716,3 @@ func setPodScheduled(pod *corev1.Pod) {
 	}
 	pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now})
 }
-

@@ -450,4 +450,3 @@ func (s *Store) Watch(ctx context.Context, ns string, opts WatchOptions) (*Watch
 	}
 	return &Watch{Initial: initial, C: w.c, Stop: stop}, nil
 }
-

@@ -1,6 +1,8 @@
 package apiserver
 
 import (
+	"log/slog"
+
 	"crypto/sha512"
 	"encoding/hex"
 	"encoding/json"
@@ -8,6 +10,9 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+
+	openapiv2 "github.com/google/gnostic-models/openapiv2"
+	"google.golang.org/protobuf/proto"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
@@ -17,24 +22,41 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// openAPICache holds the OpenAPI v3 documents, built once on first use.
+// openAPICache holds the OpenAPI documents, built once on first use.
 type openAPICache struct {
 	once sync.Once
-	docs map[string][]byte // "api/v1", "apis/apps/v1" → document
+	docs map[string][]byte // v3: "api/v1", "apis/apps/v1" → document
 	hash map[string]string
+	v2   []byte // Swagger 2.0 of everything, gnostic protobuf
+	v2js []byte // the same in JSON
 }
 
-// serveOpenAPI serves /openapi/v3 (the index) and /openapi/v3/<group-version path>. Schemas are
-// derived from the k8s.io/api Go types and their field documentation, so kubectl explain works,
-// and every PATCH declares fieldValidation, which kubectl checks before validating on the server.
+// mimeOpenAPIv2Protobuf is the media type kube-openapi answers protobuf requests with (clients
+// ask for it with "@v1.0" or ".v1.0", but only the latter parses as a media type).
+const mimeOpenAPIv2Protobuf = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+
+// serveOpenAPI serves /openapi/v3 (the index), /openapi/v3/<group-version path> and /openapi/v2.
+// Schemas are derived from the k8s.io/api Go types and their field documentation, so kubectl
+// explain works; every PATCH declares fieldValidation, which kubectl checks before it leaves
+// validation to the server; v2 is what kubectl validates List manifests against.
 func (s *Server) serveOpenAPI(w http.ResponseWriter, r *http.Request, path string) {
 	s.openapi.once.Do(s.buildOpenAPI)
-	if path == "/openapi/v3" {
+	switch path {
+	case "/openapi/v3":
 		paths := map[string]any{}
 		for gv, h := range s.openapi.hash {
 			paths[gv] = map[string]string{"serverRelativeURL": "/openapi/v3/" + gv + "?hash=" + h}
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"paths": paths})
+		return
+	case "/openapi/v2":
+		if strings.Contains(r.Header.Get("Accept"), "protobuf") {
+			w.Header().Set("Content-Type", mimeOpenAPIv2Protobuf)
+			_, _ = w.Write(s.openapi.v2)
+			return
+		}
+		w.Header().Set("Content-Type", mimeJSON)
+		_, _ = w.Write(s.openapi.v2js)
 		return
 	}
 	doc, ok := s.openapi.docs[strings.TrimPrefix(path, "/openapi/v3/")]
@@ -50,8 +72,52 @@ func (s *Server) serveOpenAPI(w http.ResponseWriter, r *http.Request, path strin
 	_, _ = w.Write(doc)
 }
 
+// apiPaths describes the served operations of the resources in gv, with schemas from g.
+func (s *Server) apiPaths(g *schemaGen, gv schema.GroupVersion, paths map[string]any) {
+	prefix := "/apis/" + gv.String()
+	if gv.Group == "" {
+		prefix = "/api/v1"
+	}
+	for _, res := range s.ordered {
+		info := res.info
+		if info.GroupVersion != gv {
+			continue
+		}
+		ref := g.ref(reflect.TypeOf(res.strategy.NewObject()).Elem(), info.GVK())
+		g.ref(reflect.TypeOf(res.strategy.NewListObject()).Elem(), gv.WithKind(info.Kind+"List"))
+		gvk := map[string]string{"group": gv.Group, "version": gv.Version, "kind": info.Kind}
+		op := func(verb string) map[string]any {
+			o := map[string]any{"operationId": verb + info.Kind, "x-kubernetes-group-version-kind": gvk}
+			if g.v2 {
+				o["responses"] = map[string]any{"200": map[string]any{"description": "OK", "schema": ref}}
+			} else {
+				o["responses"] = map[string]any{"200": map[string]any{"description": "OK", "content": map[string]any{"application/json": map[string]any{"schema": ref}}}}
+			}
+			if verb != "read" {
+				param := func(name string) map[string]any {
+					if g.v2 {
+						return map[string]any{"name": name, "in": "query", "type": "string", "uniqueItems": true}
+					}
+					return map[string]any{"name": name, "in": "query", "schema": map[string]any{"type": "string", "uniqueItems": true}}
+				}
+				o["parameters"] = []any{param("dryRun"), param("fieldValidation")}
+			}
+			return o
+		}
+		item, collection := prefix+"/"+info.Resource+"/{name}", prefix+"/"+info.Resource
+		if info.Namespaced {
+			item, collection = prefix+"/namespaces/{namespace}/"+info.Resource+"/{name}", prefix+"/namespaces/{namespace}/"+info.Resource
+		}
+		paths[item] = map[string]any{"get": op("read"), "put": op("replace"), "patch": op("patch"), "delete": op("delete")}
+		paths[collection] = map[string]any{"post": op("create")}
+	}
+}
+
 func (s *Server) buildOpenAPI() {
 	s.openapi.docs, s.openapi.hash = map[string][]byte{}, map[string]string{}
+	info := map[string]string{"title": "Kubernetes", "version": KubernetesVersion}
+	v2 := &schemaGen{schemas: map[string]any{}, v2: true}
+	v2paths := map[string]any{}
 	for _, gv := range s.groupVersions() {
 		key := "apis/" + gv.String()
 		if gv.Group == "" {
@@ -59,50 +125,27 @@ func (s *Server) buildOpenAPI() {
 		}
 		g := &schemaGen{schemas: map[string]any{}}
 		paths := map[string]any{}
-		for _, res := range s.ordered {
-			info := res.info
-			if info.GroupVersion != gv {
-				continue
-			}
-			ref := g.ref(reflect.TypeOf(res.strategy.NewObject()).Elem(), info.GVK())
-			gvk := map[string]string{"group": gv.Group, "version": gv.Version, "kind": info.Kind}
-			op := func(verb string) map[string]any {
-				o := map[string]any{
-					"operationId":                     verb + info.Kind,
-					"x-kubernetes-group-version-kind": gvk,
-					"responses":                       map[string]any{"200": map[string]any{"description": "OK", "content": map[string]any{"application/json": map[string]any{"schema": ref}}}},
-				}
-				if verb != "read" {
-					o["parameters"] = []any{
-						map[string]any{"name": "dryRun", "in": "query", "schema": map[string]string{"type": "string"}},
-						map[string]any{"name": "fieldValidation", "in": "query", "schema": map[string]string{"type": "string"}},
-					}
-				}
-				return o
-			}
-			item := "/" + key + "/" + info.Resource + "/{name}"
-			collection := "/" + key + "/" + info.Resource
-			if info.Namespaced {
-				item = "/" + key + "/namespaces/{namespace}/" + info.Resource + "/{name}"
-				collection = "/" + key + "/namespaces/{namespace}/" + info.Resource
-			}
-			paths[item] = map[string]any{"get": op("read"), "put": op("replace"), "patch": op("patch"), "delete": op("delete")}
-			paths[collection] = map[string]any{"post": op("create")}
-		}
-		doc, _ := json.Marshal(map[string]any{
-			"openapi":    "3.0.0",
-			"info":       map[string]string{"title": "Kubernetes", "version": KubernetesVersion},
-			"paths":      paths,
-			"components": map[string]any{"schemas": g.schemas},
-		})
+		s.apiPaths(g, gv, paths)
+		s.apiPaths(v2, gv, v2paths)
+		doc, _ := json.Marshal(map[string]any{"openapi": "3.0.0", "info": info, "paths": paths, "components": map[string]any{"schemas": g.schemas}})
 		sum := sha512.Sum512(doc)
 		s.openapi.docs[key], s.openapi.hash[key] = doc, strings.ToUpper(hex.EncodeToString(sum[:]))
+	}
+	s.openapi.v2js, _ = json.Marshal(map[string]any{"swagger": "2.0", "info": info, "paths": v2paths, "definitions": v2.schemas})
+	doc, err := openapiv2.ParseDocument(s.openapi.v2js)
+	if err == nil {
+		s.openapi.v2, err = proto.Marshal(doc)
+	}
+	if err != nil {
+		slog.Error("openapi v2 document", "err", err)
 	}
 }
 
 // schemaGen turns Go types into OpenAPI v3 schemas, one component per named struct.
 type schemaGen struct {
 	schemas map[string]any
+	// v2 writes Swagger 2.0 schemas (references into #/definitions, int-or-string as a string).
+	v2 bool
 }
 
 type swaggerDoc interface{ SwaggerDoc() map[string]string }
@@ -139,6 +182,9 @@ func (g *schemaGen) ref(t reflect.Type, gvk schema.GroupVersionKind) map[string]
 			sch["x-kubernetes-group-version-kind"] = []map[string]string{{"group": gvk.Group, "version": gvk.Version, "kind": gvk.Kind}}
 		}
 		g.schemas[name] = sch
+	}
+	if g.v2 {
+		return map[string]any{"$ref": "#/definitions/" + name}
 	}
 	return map[string]any{"$ref": "#/components/schemas/" + name}
 }
@@ -206,8 +252,14 @@ func (g *schemaGen) typeSchema(t reflect.Type) map[string]any {
 	case durationType:
 		return map[string]any{"type": "string"}
 	case intOrString:
+		if g.v2 {
+			return map[string]any{"type": "string", "format": "int-or-string"}
+		}
 		return map[string]any{"x-kubernetes-int-or-string": true, "format": "int-or-string"}
 	case quantityType:
+		if g.v2 {
+			return map[string]any{"type": "string"}
+		}
 		return map[string]any{"x-kubernetes-int-or-string": true}
 	case rawExtension:
 		return map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}

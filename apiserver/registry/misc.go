@@ -57,7 +57,8 @@ var events = &Def[*corev1.Event]{
 		Column("First Seen", "string", 1, "The time at which the event was first recorded."),
 		Column("Count", "string", 1, "The number of times this event has occurred."),
 	),
-	Row: eventRow,
+	Row:      eventRow,
+	NameLast: true,
 }
 
 func eventRow(e *corev1.Event) []any {

@@ -100,6 +100,8 @@ type Def[T Object] struct {
 	// Columns follow the NAME column; Row gives the matching cells (without the name).
 	Columns []metav1.TableColumnDefinition
 	Row     func(T) []any
+	// NameLast moves the NAME column to the end, shown only with -o wide (events).
+	NameLast bool
 }
 
 // Describe implements Strategy.
@@ -207,20 +209,30 @@ func (d *Def[T]) SelectableFields(o Object) fields.Set {
 
 // TableColumns implements Strategy.
 func (d *Def[T]) TableColumns() []metav1.TableColumnDefinition {
-	cols := []metav1.TableColumnDefinition{{Name: "Name", Type: "string", Format: "name", Description: "Name must be unique within a namespace."}}
+	name := metav1.TableColumnDefinition{Name: "Name", Type: "string", Format: "name", Description: "Name must be unique within a namespace."}
+	rest := d.Columns
 	if d.Row == nil {
-		return append(cols, metav1.TableColumnDefinition{Name: "Age", Type: "string", Description: "Time since the object was created."})
+		rest = []metav1.TableColumnDefinition{AgeColumn}
 	}
-	return append(cols, d.Columns...)
+	if d.NameLast {
+		name.Priority = 1
+		return append(append([]metav1.TableColumnDefinition{}, rest...), name)
+	}
+	return append([]metav1.TableColumnDefinition{name}, rest...)
 }
 
 // TableRow implements Strategy.
 func (d *Def[T]) TableRow(o Object) []any {
-	cells := []any{o.GetName()}
+	var rest []any
 	if d.Row == nil {
-		return append(cells, Age(o.GetCreationTimestamp()))
+		rest = []any{Age(o.GetCreationTimestamp())}
+	} else {
+		rest = d.Row(o.(T))
 	}
-	return append(cells, d.Row(o.(T))...)
+	if d.NameLast {
+		return append(rest, o.GetName())
+	}
+	return append([]any{o.GetName()}, rest...)
 }
 
 func fieldOf(obj any, name string) any {

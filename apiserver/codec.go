@@ -31,6 +31,8 @@ var (
 	yamlSerializer       = json.NewSerializerWithOptions(json.DefaultMetaFactory, registry.Scheme, registry.Scheme, json.SerializerOptions{Yaml: true})
 	strictYAMLSerializer = json.NewSerializerWithOptions(json.DefaultMetaFactory, registry.Scheme, registry.Scheme, json.SerializerOptions{Yaml: true, Strict: true})
 	protobufSerializer   = protobuf.NewSerializer(registry.Scheme, registry.Scheme)
+	// rawProtobufSerializer encodes without the "k8s\x00" envelope, as watch frames do.
+	rawProtobufSerializer = protobuf.NewRawSerializer(registry.Scheme, registry.Scheme)
 )
 
 // StorageCodec stores objects in etcd as Kubernetes protobuf, as kube-apiserver does.
@@ -152,11 +154,11 @@ const (
 	outputYAML
 	outputTable
 	outputPartialMetadata
+	outputProtobuf
 )
 
-// negotiate picks the first acceptable form from the Accept header. Protobuf is answered with
-// JSON when the client also accepts JSON (client-go always does); Table and
-// PartialObjectMetadata are served for reads.
+// negotiate picks the first acceptable form from the Accept header: JSON, YAML or Kubernetes
+// protobuf (what client-go prefers); Table and PartialObjectMetadata are served for reads.
 func negotiate(r *http.Request) (output, error) {
 	accept := r.Header.Get("Accept")
 	if accept == "" {
@@ -185,6 +187,10 @@ func negotiate(r *http.Request) (output, error) {
 			if params["as"] == "" {
 				return outputYAML, nil
 			}
+		case mimeProtobuf:
+			if params["as"] == "" {
+				return outputProtobuf, nil
+			}
 		}
 	}
 	return 0, apierrors.NewGenericServerResponse(http.StatusNotAcceptable, "", schema.GroupResource{}, "",
@@ -196,10 +202,17 @@ func writeObject(w http.ResponseWriter, code int, out output, obj runtime.Object
 	var buf bytes.Buffer
 	ct := mimeJSON
 	var err error
-	if out == outputYAML {
+	switch out {
+	case outputYAML:
 		ct = mimeYAML
 		err = yamlSerializer.Encode(obj, &buf)
-	} else {
+	case outputProtobuf:
+		ct = mimeProtobuf
+		if err = protobufSerializer.Encode(obj, &buf); protobuf.IsNotMarshalable(err) {
+			buf.Reset()
+			ct, err = mimeJSON, jsonSerializer.Encode(obj, &buf)
+		}
+	default:
 		err = jsonSerializer.Encode(obj, &buf)
 	}
 	if err != nil {
@@ -209,6 +222,16 @@ func writeObject(w http.ResponseWriter, code int, out output, obj runtime.Object
 	w.Header().Set("Content-Type", ct)
 	w.WriteHeader(code)
 	_, _ = w.Write(buf.Bytes())
+}
+
+// writeResult answers a write (create, update, delete) with obj in the client's preferred
+// encoding; Table and metadata-only forms apply to reads only.
+func writeResult(w http.ResponseWriter, r *http.Request, code int, obj runtime.Object) {
+	out, err := negotiate(r)
+	if err != nil || out == outputTable || out == outputPartialMetadata {
+		out = outputJSON
+	}
+	writeObject(w, code, out, obj)
 }
 
 // writeError writes err as a metav1.Status.

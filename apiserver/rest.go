@@ -237,7 +237,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, req request) {
 		writeError(w, err)
 		return
 	}
-	writeObject(w, status, outputJSON, obj)
+	writeResult(w, r, status, obj)
 }
 
 func (s *Server) createObject(w http.ResponseWriter, r *http.Request, req request) (storage.Object, int, error) {
@@ -428,7 +428,7 @@ func (s *Server) writeUpdate(w http.ResponseWriter, r *http.Request, req request
 			return
 		}
 	}
-	writeObject(w, http.StatusOK, outputJSON, updated)
+	writeResult(w, r, http.StatusOK, updated)
 }
 
 var errSkipDelete = errors.New("object changed; deletion left to the next writer")
@@ -526,7 +526,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, req request) {
 		writeError(w, err)
 		return
 	}
-	writeObject(w, http.StatusOK, outputJSON, obj)
+	writeResult(w, r, http.StatusOK, obj)
 }
 
 // deleteObject deletes at once, or marks the object for deletion when finalizers, a namespace's
@@ -645,7 +645,7 @@ func (s *Server) deleteCollection(w http.ResponseWriter, r *http.Request, req re
 		return
 	}
 	out.GetObjectKind().SetGroupVersionKind(req.res.info.GroupVersion.WithKind(req.res.info.Kind + "List"))
-	writeObject(w, http.StatusOK, outputJSON, out)
+	writeResult(w, r, http.StatusOK, out)
 }
 
 // createBinding binds a pod to a node (pods/binding and the legacy bindings resource).
@@ -702,7 +702,7 @@ func (s *Server) createBinding(w http.ResponseWriter, r *http.Request, ns, podNa
 		writeError(w, err)
 		return
 	}
-	writeObject(w, http.StatusCreated, outputJSON, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess, Code: http.StatusCreated})
+	writeResult(w, r, http.StatusCreated, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess, Code: http.StatusCreated})
 }
 
 func setPodScheduled(pod *corev1.Pod) {

@@ -77,7 +77,7 @@ func (s *Server) serveScale(w http.ResponseWriter, r *http.Request, req request)
 		if err == nil {
 			var sc *autoscalingv1.Scale
 			if sc, err = scaleOf(obj); err == nil {
-				writeObject(w, http.StatusOK, outputJSON, sc)
+				writeResult(w, r, http.StatusOK, sc)
 				return
 			}
 		}
@@ -154,5 +154,5 @@ func (s *Server) serveScale(w http.ResponseWriter, r *http.Request, req request)
 		writeError(w, err)
 		return
 	}
-	writeObject(w, http.StatusOK, outputJSON, sc)
+	writeResult(w, r, http.StatusOK, sc)
 }

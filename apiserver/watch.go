@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -78,7 +79,11 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, req request) {
 	}
 	defer wt.Stop()
 	flusher, _ := w.(http.Flusher)
-	w.Header().Set("Content-Type", mimeJSON)
+	if out == outputProtobuf {
+		w.Header().Set("Content-Type", mimeProtobuf+";stream=watch")
+	} else {
+		w.Header().Set("Content-Type", mimeJSON)
+	}
 	w.Header().Set("Cache-Control", "no-cache, private")
 	w.WriteHeader(http.StatusOK)
 	enc := &eventEncoder{res: res, out: out, includeObject: r.URL.Query().Get("includeObject"), columns: true}
@@ -152,6 +157,9 @@ func (e *eventEncoder) write(w http.ResponseWriter, ev storage.Event) error {
 		}
 	}
 	e.buf.Reset()
+	if e.out == outputProtobuf {
+		return e.writeProtobuf(w, ev.Type, obj)
+	}
 	e.buf.WriteString(`{"type":"`)
 	e.buf.WriteString(string(ev.Type))
 	e.buf.WriteString(`","object":`)
@@ -161,5 +169,22 @@ func (e *eventEncoder) write(w http.ResponseWriter, ev storage.Event) error {
 	e.buf.Truncate(len(bytes.TrimRight(e.buf.Bytes(), "\n")))
 	e.buf.WriteString("}\n")
 	_, err := w.Write(e.buf.Bytes())
+	return err
+}
+
+// writeProtobuf frames one event as Kubernetes' protobuf watch streams do: a 4-byte big-endian
+// length, then a WatchEvent (without the protobuf envelope) whose object is enveloped.
+func (e *eventEncoder) writeProtobuf(w http.ResponseWriter, typ watch.EventType, obj runtime.Object) error {
+	var embedded bytes.Buffer
+	if err := protobufSerializer.Encode(obj, &embedded); err != nil {
+		return err
+	}
+	e.buf.Write([]byte{0, 0, 0, 0})
+	if err := rawProtobufSerializer.Encode(&metav1.WatchEvent{Type: string(typ), Object: runtime.RawExtension{Raw: embedded.Bytes()}}, &e.buf); err != nil {
+		return err
+	}
+	frame := e.buf.Bytes()
+	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+	_, err := w.Write(frame)
 	return err
 }

@@ -104,6 +104,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown patch type", "PATCH", base + "/exists", "{}", []string{"Content-Type", "text/plain"}, 415, metav1.StatusReasonUnsupportedMediaType, ""},
 		{"bad json patch", "PATCH", base + "/exists", `{"op":"add"}`, []string{"Content-Type", "application/json-patch+json"}, 400, metav1.StatusReasonBadRequest, ""},
 		{"patch breaks validation", "PATCH", base + "/exists", `{"spec":{"containers":[{"name":"c","image":""}]}}`, []string{"Content-Type", "application/merge-patch+json"}, 422, metav1.StatusReasonInvalid, ""},
+		{"failed precondition", "DELETE", base + "/exists", map[string]any{"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": map[string]any{"uid": "not-its-uid"}}, nil, 409, metav1.StatusReasonConflict, ""},
 		{"bad propagationPolicy", "DELETE", base + "/exists?propagationPolicy=Sideways", nil, nil, 422, metav1.StatusReasonInvalid, "propagationPolicy"},
 		{"bad dryRun", "POST", base + "?dryRun=Some", pod("dry"), nil, 400, metav1.StatusReasonBadRequest, ""},
 		{"watch rv too large", "GET", base + "?watch=true&resourceVersion=999999999", nil, nil, 504, metav1.StatusReasonTimeout, ""},

@@ -81,6 +81,10 @@ func startKplane(b *testing.B, dataDir string) (*process, time.Duration) {
 	if e := os.Getenv("KPLANE_BENCH_ETCD"); e != "" {
 		args = append(args, "--etcd-servers", e)
 	}
+	if os.Getenv("KPLANE_BENCH_TLS") != "" {
+		// Off loopback: HTTPS with token authentication, as the reference is measured.
+		args = append(args, "--bind-address", "0.0.0.0")
+	}
 	start := time.Now()
 	cmd := exec.Command(kplaneBinary(b), args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -90,10 +94,12 @@ func startKplane(b *testing.B, dataDir string) (*process, time.Duration) {
 	p := &process{cmd: cmd, kubeconfig: kubeconfig}
 	for {
 		if cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig); err == nil {
-			if resp, err := http.Get(cfg.Host + "/readyz"); err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					return p, time.Since(start)
+			if hc, err := rest.HTTPClientFor(cfg); err == nil {
+				if resp, err := hc.Get(cfg.Host + "/readyz"); err == nil {
+					resp.Body.Close()
+					if resp.StatusCode == http.StatusOK {
+						return p, time.Since(start)
+					}
 				}
 			}
 		}

@@ -71,6 +71,27 @@ func parseFieldValidation(r *http.Request) (fieldValidation, error) {
 	}
 }
 
+// writeRequest holds what every write request carries besides its path: dryRun, fieldValidation
+// and the body.
+type writeRequest struct {
+	dry  bool
+	fv   fieldValidation
+	body []byte
+}
+
+func parseWrite(r *http.Request) (writeRequest, error) {
+	var wr writeRequest
+	var err error
+	if wr.dry, err = dryRun(r); err != nil {
+		return wr, err
+	}
+	if wr.fv, err = parseFieldValidation(r); err != nil {
+		return wr, err
+	}
+	wr.body, err = readBody(r)
+	return wr, err
+}
+
 // readBody reads a request body up to Kubernetes' 3 MiB limit.
 func readBody(r *http.Request) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))

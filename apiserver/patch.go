@@ -64,30 +64,20 @@ func patchFor(r *http.Request, patch []byte) (patchApplier, error) {
 // patch applied to the newer state; only a resourceVersion inside the patch makes them conflicts.
 func (s *Server) patch(w http.ResponseWriter, r *http.Request, req request, status bool) {
 	res := req.res
-	dry, err := dryRun(r)
+	wr, err := parseWrite(r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	fv, err := parseFieldValidation(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	body, err := readBody(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	apply, err := patchFor(r, body)
+	apply, err := patchFor(r, wr.body)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	tryUpdate := s.updateFunc(r.Context(), req, status, func(cur storage.Object) (storage.Object, error) {
-		return patchObject(w, res, cur, apply, fv)
+		return patchObject(w, res, cur, apply, wr.fv)
 	})
-	s.writeUpdate(w, r, req, tryUpdate, dry)
+	s.writeUpdate(w, r, req, tryUpdate, wr.dry)
 }
 
 // patchObject encodes cur, applies the patch and decodes the result with the request's field

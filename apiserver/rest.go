@@ -243,20 +243,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, req request) {
 func (s *Server) createObject(w http.ResponseWriter, r *http.Request, req request) (storage.Object, int, error) {
 	res := req.res
 	ctx := r.Context()
-	dry, err := dryRun(r)
-	if err != nil {
-		return nil, 0, err
-	}
-	fv, err := parseFieldValidation(r)
-	if err != nil {
-		return nil, 0, err
-	}
-	body, err := readBody(r)
+	wr, err := parseWrite(r)
 	if err != nil {
 		return nil, 0, err
 	}
 	obj := res.strategy.NewObject()
-	if err := decodeObject(w, body, mediaType(r), fv, res.info.GVK(), obj); err != nil {
+	if err := decodeObject(w, wr.body, mediaType(r), wr.fv, res.info.GVK(), obj); err != nil {
 		return nil, 0, err
 	}
 	if res.info.Namespaced {
@@ -274,7 +266,7 @@ func (s *Server) createObject(w http.ResponseWriter, r *http.Request, req reques
 	if err := s.checkNamespace(ctx, res, req.namespace); err != nil {
 		return nil, 0, err
 	}
-	created, err := s.createPrepared(ctx, res, obj, dry)
+	created, err := s.createPrepared(ctx, res, obj, wr.dry)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -368,23 +360,13 @@ func (s *Server) updateFunc(ctx context.Context, req request, status bool, newOb
 
 func (s *Server) update(w http.ResponseWriter, r *http.Request, req request, status bool) {
 	res := req.res
-	dry, err := dryRun(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	fv, err := parseFieldValidation(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	body, err := readBody(r)
+	wr, err := parseWrite(r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	obj := res.strategy.NewObject()
-	if err := decodeObject(w, body, mediaType(r), fv, res.info.GVK(), obj); err != nil {
+	if err := decodeObject(w, wr.body, mediaType(r), wr.fv, res.info.GVK(), obj); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -400,7 +382,7 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, req request, sta
 		}
 		return next, nil
 	})
-	s.writeUpdate(w, r, req, tryUpdate, dry)
+	s.writeUpdate(w, r, req, tryUpdate, wr.dry)
 }
 
 // writeUpdate runs an update and answers it; an object whose deletion was only waiting for its
@@ -650,18 +632,13 @@ func (s *Server) deleteCollection(w http.ResponseWriter, r *http.Request, req re
 
 // createBinding binds a pod to a node (pods/binding and the legacy bindings resource).
 func (s *Server) createBinding(w http.ResponseWriter, r *http.Request, ns, podName string) {
-	fv, err := parseFieldValidation(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	body, err := readBody(r)
+	wr, err := parseWrite(r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	binding := &corev1.Binding{}
-	if err := decodeObject(w, body, mediaType(r), fv, corev1.SchemeGroupVersion.WithKind("Binding"), binding); err != nil {
+	if err := decodeObject(w, wr.body, mediaType(r), wr.fv, corev1.SchemeGroupVersion.WithKind("Binding"), binding); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -678,11 +655,6 @@ func (s *Server) createBinding(w http.ResponseWriter, r *http.Request, ns, podNa
 		return
 	}
 	pods := s.resources[schema.GroupVersionResource{Version: "v1", Resource: "pods"}]
-	dry, err := dryRun(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
 	_, err = pods.store.Update(r.Context(), ns, podName, func(cur storage.Object) (storage.Object, error) {
 		pod := cur.(*corev1.Pod)
 		if pod.DeletionTimestamp != nil {
@@ -697,7 +669,7 @@ func (s *Server) createBinding(w http.ResponseWriter, r *http.Request, ns, podNa
 		pod.Spec.NodeName = binding.Target.Name
 		setPodScheduled(pod)
 		return pod, nil
-	}, nil, dry)
+	}, nil, wr.dry)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -88,24 +88,14 @@ func (s *Server) serveScale(w http.ResponseWriter, r *http.Request, req request)
 		writeError(w, apierrors.NewMethodNotSupported(res.info.GroupResource(), r.Method))
 		return
 	}
-	dry, err := dryRun(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	fv, err := parseFieldValidation(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	body, err := readBody(r)
+	wr, err := parseWrite(r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	var apply patchApplier
 	if r.Method == http.MethodPatch {
-		if apply, err = patchFor(r, body); err != nil {
+		if apply, err = patchFor(r, wr.body); err != nil {
 			writeError(w, err)
 			return
 		}
@@ -120,11 +110,11 @@ func (s *Server) serveScale(w http.ResponseWriter, r *http.Request, req request)
 			var buf []byte
 			if buf, err = runtime.Encode(jsonSerializer, cs); err == nil {
 				if buf, err = apply(buf, &autoscalingv1.Scale{}); err == nil {
-					err = decodeObject(w, buf, mimeJSON, fv, scaleGVK, want)
+					err = decodeObject(w, buf, mimeJSON, wr.fv, scaleGVK, want)
 				}
 			}
 		} else {
-			err = decodeObject(w, body, mediaType(r), fv, scaleGVK, want)
+			err = decodeObject(w, wr.body, mediaType(r), wr.fv, scaleGVK, want)
 		}
 		if err != nil {
 			return nil, err
@@ -144,7 +134,7 @@ func (s *Server) serveScale(w http.ResponseWriter, r *http.Request, req request)
 		}
 		return next, nil
 	})
-	updated, err := res.store.Update(r.Context(), req.namespace, req.name, tryUpdate, res.claims, dry)
+	updated, err := res.store.Update(r.Context(), req.namespace, req.name, tryUpdate, res.claims, wr.dry)
 	if err != nil {
 		writeError(w, err)
 		return

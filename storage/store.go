@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -111,14 +112,8 @@ func (s *Store) notFound(name string) error {
 
 // Get reads one object from etcd (a consistent read).
 func (s *Store) Get(ctx context.Context, ns, name string) (Object, error) {
-	resp, err := s.cli.Get(ctx, s.key(ns, name))
-	if err != nil {
-		return nil, internal(err)
-	}
-	if len(resp.Kvs) == 0 {
-		return nil, s.notFound(name)
-	}
-	return s.decode(resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
+	_, obj, err := s.current(ctx, s.key(ns, name), name)
+	return obj, err
 }
 
 // GetCached reads one object from the watch cache (resourceVersion=0 semantics).
@@ -196,23 +191,32 @@ type UpdateFunc func(cur Object) (Object, error)
 // ClaimsFunc lists the claims an object holds.
 type ClaimsFunc func(Object) []string
 
+// current reads the stored object at key with its raw form.
+func (s *Store) current(ctx context.Context, key, name string) (*mvccpb.KeyValue, Object, error) {
+	resp, err := s.cli.Get(ctx, key)
+	if err != nil {
+		return nil, nil, internal(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, nil, s.notFound(name)
+	}
+	kv := resp.Kvs[0]
+	cur, err := s.decode(kv.Value, kv.ModRevision)
+	if err != nil {
+		return nil, nil, internal(err)
+	}
+	return kv, cur, nil
+}
+
 // Update applies tryUpdate to the stored object and writes the result if the object did not
 // change in between, retrying on races. Claims the new state adds are taken and claims it drops
 // are released in the same transaction. A write that changes nothing is skipped.
 func (s *Store) Update(ctx context.Context, ns, name string, tryUpdate UpdateFunc, claimsOf ClaimsFunc, dryRun bool) (Object, error) {
 	key := s.key(ns, name)
 	for {
-		resp, err := s.cli.Get(ctx, key)
+		kv, cur, err := s.current(ctx, key, name)
 		if err != nil {
-			return nil, internal(err)
-		}
-		if len(resp.Kvs) == 0 {
-			return nil, s.notFound(name)
-		}
-		kv := resp.Kvs[0]
-		cur, err := s.decode(kv.Value, kv.ModRevision)
-		if err != nil {
-			return nil, internal(err)
+			return nil, err
 		}
 		var oldClaims []string
 		if claimsOf != nil {
@@ -268,17 +272,9 @@ func (s *Store) Update(ctx context.Context, ns, name string, tryUpdate UpdateFun
 func (s *Store) Delete(ctx context.Context, ns, name string, precondition func(Object) error, claimsOf ClaimsFunc, dryRun bool) (Object, error) {
 	key := s.key(ns, name)
 	for {
-		resp, err := s.cli.Get(ctx, key)
+		kv, cur, err := s.current(ctx, key, name)
 		if err != nil {
-			return nil, internal(err)
-		}
-		if len(resp.Kvs) == 0 {
-			return nil, s.notFound(name)
-		}
-		kv := resp.Kvs[0]
-		cur, err := s.decode(kv.Value, kv.ModRevision)
-		if err != nil {
-			return nil, internal(err)
+			return nil, err
 		}
 		if precondition != nil {
 			if err := precondition(cur); err != nil {

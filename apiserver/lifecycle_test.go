@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -167,5 +169,30 @@ func TestConcurrentServiceCreates(t *testing.T) {
 			t.Fatalf("ClusterIP %s allocated twice", ip)
 		}
 		seen[ip] = true
+	}
+}
+
+// TestStopEndsEveryGoroutine: a stopped server (watch caches, compactor, listeners, embedded
+// etcd) leaves nothing running.
+func TestStopEndsEveryGoroutine(t *testing.T) {
+	before := runtime.NumGoroutine()
+	inst, cs := start(t, func(o *apiserver.Options) { o.DataDir = t.TempDir() })
+	w, err := cs.CoreV1().ConfigMaps("default").Watch(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if err := inst.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	w.Stop()
+	cs.CoreV1().RESTClient().(*rest.RESTClient).Client.CloseIdleConnections()
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines before start, %d after stop:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

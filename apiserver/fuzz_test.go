@@ -53,7 +53,7 @@ func FuzzDecodeAndValidate(f *testing.F) {
 		errs := def.AllocateFor(context.Background(), noClaims{}, obj, nil)
 		errs = append(errs, def.ValidateObject(obj, nil)...)
 		old := obj.DeepCopyObject().(storage.Object)
-		def.PrepareUpdate(obj, old, false)
+		def.PrepareUpdate(obj, old, "")
 		_ = def.ValidateObject(obj, old)
 		_ = def.TableRow(obj)
 		_ = def.SelectableFields(obj)

@@ -62,7 +62,7 @@ func patchFor(r *http.Request, patch []byte) (patchApplier, error) {
 
 // patch applies a patch to the stored object. Races with other writers are retried with the
 // patch applied to the newer state; only a resourceVersion inside the patch makes them conflicts.
-func (s *Server) patch(w http.ResponseWriter, r *http.Request, req request, status bool) {
+func (s *Server) patch(w http.ResponseWriter, r *http.Request, req request) {
 	res := req.res
 	wr, err := parseWrite(r)
 	if err != nil {
@@ -74,7 +74,7 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request, req request, stat
 		writeError(w, err)
 		return
 	}
-	tryUpdate := s.updateFunc(r.Context(), req, status, func(cur storage.Object) (storage.Object, error) {
+	tryUpdate := s.updateFunc(r.Context(), req, func(cur storage.Object) (storage.Object, error) {
 		return patchObject(w, res, cur, apply, wr.fv)
 	})
 	s.writeUpdate(w, r, req, tryUpdate, wr.dry)

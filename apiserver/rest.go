@@ -327,7 +327,7 @@ func mergeServerFields(obj, cur storage.Object) {
 // updateFunc returns the storage update step shared by PUT, PATCH and the subresources: newObj
 // computes the client's intended object from the current one; the result is checked against the
 // client's resourceVersion precondition, prepared, allocated and validated.
-func (s *Server) updateFunc(ctx context.Context, req request, status bool, newObj func(cur storage.Object) (storage.Object, error)) storage.UpdateFunc {
+func (s *Server) updateFunc(ctx context.Context, req request, newObj func(cur storage.Object) (storage.Object, error)) storage.UpdateFunc {
 	res := req.res
 	return func(cur storage.Object) (storage.Object, error) {
 		obj, err := newObj(cur)
@@ -348,7 +348,7 @@ func (s *Server) updateFunc(ctx context.Context, req request, status bool, newOb
 		}
 		obj.SetResourceVersion(cur.GetResourceVersion())
 		mergeServerFields(obj, cur)
-		res.strategy.PrepareUpdate(obj, cur, status)
+		res.strategy.PrepareUpdate(obj, cur, req.subresource)
 		errs := res.strategy.AllocateFor(ctx, res.store, obj, cur)
 		errs = append(errs, res.strategy.ValidateObject(obj, cur)...)
 		if len(errs) > 0 {
@@ -358,7 +358,7 @@ func (s *Server) updateFunc(ctx context.Context, req request, status bool, newOb
 	}
 }
 
-func (s *Server) update(w http.ResponseWriter, r *http.Request, req request, status bool) {
+func (s *Server) update(w http.ResponseWriter, r *http.Request, req request) {
 	res := req.res
 	wr, err := parseWrite(r)
 	if err != nil {
@@ -371,7 +371,7 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, req request, sta
 		return
 	}
 	finalize := req.subresource == "finalize"
-	tryUpdate := s.updateFunc(r.Context(), req, status, func(cur storage.Object) (storage.Object, error) {
+	tryUpdate := s.updateFunc(r.Context(), req, func(cur storage.Object) (storage.Object, error) {
 		next := obj.DeepCopyObject().(storage.Object)
 		if finalize {
 			// Only the namespace's spec.finalizers change through /finalize.

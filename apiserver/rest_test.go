@@ -299,9 +299,15 @@ func TestNamespaceTermination(t *testing.T) {
 	if r.code != 403 {
 		t.Fatalf("create in terminating namespace: %d %s", r.code, r.body)
 	}
-	// Emptying spec.finalizers (the namespace controller's last step) removes it.
+	// Only /finalize changes spec.finalizers; emptying them there (the namespace controller's
+	// last step) removes the namespace.
 	nsObj := do(t, "GET", "/api/v1/namespaces/"+ns, nil).object(t)
 	nsObj["spec"] = map[string]any{"finalizers": []any{}}
+	r = do(t, "PUT", "/api/v1/namespaces/"+ns, nsObj)
+	if r.code != 200 || get(r.object(t), "spec", "finalizers", 0) != "kubernetes" {
+		t.Fatalf("a plain update changed spec.finalizers: %d %s", r.code, r.body)
+	}
+	delete(get(nsObj, "metadata").(map[string]any), "resourceVersion")
 	if r := do(t, "PUT", "/api/v1/namespaces/"+ns+"/finalize", nsObj); r.code != 200 {
 		t.Fatalf("finalize: %d %s", r.code, r.body)
 	}

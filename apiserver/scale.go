@@ -100,7 +100,7 @@ func (s *Server) serveScale(w http.ResponseWriter, r *http.Request, req request)
 			return
 		}
 	}
-	tryUpdate := s.updateFunc(r.Context(), req, false, func(cur storage.Object) (storage.Object, error) {
+	tryUpdate := s.updateFunc(r.Context(), req, func(cur storage.Object) (storage.Object, error) {
 		cs, err := scaleOf(cur)
 		if err != nil {
 			return nil, err

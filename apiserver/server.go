@@ -281,9 +281,9 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, req reque
 		}
 		s.get(w, r, req)
 	case http.MethodPut:
-		s.update(w, r, req, false)
+		s.update(w, r, req)
 	case http.MethodPatch:
-		s.patch(w, r, req, false)
+		s.patch(w, r, req)
 	case http.MethodDelete:
 		s.delete(w, r, req)
 	default:
@@ -300,14 +300,14 @@ func (s *Server) serveSubresource(w http.ResponseWriter, r *http.Request, req re
 		case http.MethodGet:
 			s.get(w, r, req)
 		case http.MethodPut:
-			s.update(w, r, req, true)
+			s.update(w, r, req)
 		case http.MethodPatch:
-			s.patch(w, r, req, true)
+			s.patch(w, r, req)
 		default:
 			writeError(w, apierrors.NewMethodNotSupported(gr, strings.ToLower(r.Method)))
 		}
 	case req.subresource == "finalize" && info.Resource == "namespaces" && r.Method == http.MethodPut:
-		s.update(w, r, req, false)
+		s.update(w, r, req)
 	case req.subresource == "scale" && info.Scale:
 		s.serveScale(w, r, req)
 	case req.subresource == "binding" && info.Binding && r.Method == http.MethodPost:

@@ -31,6 +31,9 @@ var namespaces = &Def[*corev1.Namespace]{
 			ns.Spec.Finalizers = append(ns.Spec.Finalizers, corev1.FinalizerKubernetes)
 		}
 	},
+	KeepOnUpdate: func(ns, old *corev1.Namespace) {
+		ns.Spec.Finalizers = old.Spec.Finalizers
+	},
 	Validate: func(ns *corev1.Namespace) field.ErrorList {
 		var errs field.ErrorList
 		for i, f := range ns.Spec.Finalizers {

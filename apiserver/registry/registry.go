@@ -62,7 +62,8 @@ type Strategy interface {
 	PrepareCreate(obj Object)
 	// PrepareUpdate keeps what the written part of the object may not change: a spec write keeps
 	// the stored status, a status write keeps the stored spec; generation bumps on spec change.
-	PrepareUpdate(obj, old Object, status bool)
+	// subresource is "" for writes of the object itself, else "status", "scale", "finalize".
+	PrepareUpdate(obj, old Object, subresource string)
 	// Allocate fills server-assigned values (ClusterIP, NodePorts); old is nil on create.
 	AllocateFor(ctx context.Context, h Hooks, obj, old Object) field.ErrorList
 	// Validate checks obj; old is nil on create.
@@ -89,6 +90,9 @@ type Def[T Object] struct {
 	Defaults func(T)
 	// Create adjusts a new object after defaults (initial status, for example).
 	Create func(T)
+	// KeepOnUpdate restores what a write of the object itself may not change (beyond status),
+	// such as a namespace's spec.finalizers, which only /finalize changes.
+	KeepOnUpdate func(obj, old T)
 	// Validate checks the object; ValidateUpdate adds checks of immutable fields.
 	Validate       func(T) field.ErrorList
 	ValidateUpdate func(obj, old T) field.ErrorList
@@ -134,8 +138,12 @@ func (d *Def[T]) PrepareCreate(o Object) {
 }
 
 // PrepareUpdate implements Strategy.
-func (d *Def[T]) PrepareUpdate(o, oldo Object, status bool) {
+func (d *Def[T]) PrepareUpdate(o, oldo Object, subresource string) {
 	obj, old := o.(T), oldo.(T)
+	status := subresource == "status"
+	if subresource == "" && d.KeepOnUpdate != nil {
+		d.KeepOnUpdate(obj, old)
+	}
 	if d.Info.Status {
 		if status {
 			copyField(obj, old, "Spec")

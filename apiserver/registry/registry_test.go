@@ -219,7 +219,7 @@ func TestValidateUpdate(t *testing.T) {
 			tc.old.SetResourceVersion("1")
 			obj := tc.old.DeepCopyObject().(Object)
 			tc.change(obj)
-			tc.s.PrepareUpdate(obj, tc.old, false)
+			tc.s.PrepareUpdate(obj, tc.old, "")
 			if got := errs(tc.s.ValidateObject(obj, tc.old)); !slices.Equal(got, tc.want) {
 				t.Errorf("errors\n got %q\nwant %q", got, tc.want)
 			}
@@ -314,7 +314,7 @@ func TestServiceAllocation(t *testing.T) {
 			s := newService(corev1.ServiceTypeNodePort, corev1.ServicePort{Port: 80})
 			s.ResourceVersion = "1"
 			change(s)
-			svcs.PrepareUpdate(s, old, false)
+			svcs.PrepareUpdate(s, old, "")
 			if e := svcs.AllocateFor(ctx, held, s, old); len(e) > 0 {
 				t.Fatal(e)
 			}
@@ -346,21 +346,21 @@ func TestStatusSplit(t *testing.T) {
 	old.Status.Replicas = 1
 
 	for _, tc := range []struct {
-		name     string
-		status   bool
-		change   func(*appsv1.Deployment)
+		name        string
+		subresource string
+		change      func(*appsv1.Deployment)
 		replicas int32 // spec.replicas after the update
 		status1  int32 // status.replicas after the update
 		gen      int64
 	}{
-		{"spec write keeps status, bumps generation", false, func(d *appsv1.Deployment) { d.Spec.Replicas = new(int32(3)); d.Status.Replicas = 9 }, 3, 1, 2},
-		{"spec write without change", false, func(d *appsv1.Deployment) { d.Status.Replicas = 9 }, 1, 1, 1},
-		{"status write keeps spec", true, func(d *appsv1.Deployment) { d.Spec.Replicas = new(int32(3)); d.Status.Replicas = 9 }, 1, 9, 1},
+		{"spec write keeps status, bumps generation", "", func(d *appsv1.Deployment) { d.Spec.Replicas = new(int32(3)); d.Status.Replicas = 9 }, 3, 1, 2},
+		{"spec write without change", "", func(d *appsv1.Deployment) { d.Status.Replicas = 9 }, 1, 1, 1},
+		{"status write keeps spec", "status", func(d *appsv1.Deployment) { d.Spec.Replicas = new(int32(3)); d.Status.Replicas = 9 }, 1, 9, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := old.DeepCopy()
 			tc.change(d)
-			deployments.PrepareUpdate(d, old, tc.status)
+			deployments.PrepareUpdate(d, old, tc.subresource)
 			if *d.Spec.Replicas != tc.replicas || d.Status.Replicas != tc.status1 || d.Generation != tc.gen {
 				t.Errorf("spec.replicas %d status.replicas %d generation %d, want %d %d %d",
 					*d.Spec.Replicas, d.Status.Replicas, d.Generation, tc.replicas, tc.status1, tc.gen)

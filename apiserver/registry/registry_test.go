@@ -349,9 +349,9 @@ func TestStatusSplit(t *testing.T) {
 		name        string
 		subresource string
 		change      func(*appsv1.Deployment)
-		replicas int32 // spec.replicas after the update
-		status1  int32 // status.replicas after the update
-		gen      int64
+		replicas    int32 // spec.replicas after the update
+		status1     int32 // status.replicas after the update
+		gen         int64
 	}{
 		{"spec write keeps status, bumps generation", "", func(d *appsv1.Deployment) { d.Spec.Replicas = new(int32(3)); d.Status.Replicas = 9 }, 3, 1, 2},
 		{"spec write without change", "", func(d *appsv1.Deployment) { d.Status.Replicas = 9 }, 1, 1, 1},

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/kplane/kplane/apiserver/registry"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -34,6 +35,12 @@ var (
 	// rawProtobufSerializer encodes without the "k8s\x00" envelope, as watch frames do.
 	rawProtobufSerializer = protobuf.NewRawSerializer(registry.Scheme, registry.Scheme)
 )
+
+func init() {
+	// A JSON patch's copy operations may not grow a document past the request size limit (each
+	// copy doubling it would otherwise exhaust memory from a tiny request).
+	jsonpatch.AccumulatedCopySizeLimit = maxBodyBytes
+}
 
 // StorageCodec stores objects in etcd as Kubernetes protobuf, as kube-apiserver does.
 type StorageCodec struct{}

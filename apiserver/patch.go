@@ -14,6 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
+// maxJSONPatchOperations is Kubernetes' limit on the operations of one JSON patch.
+const maxJSONPatchOperations = 10000
+
 // patchApplier applies one kind of patch to the JSON form of an object; dataStruct is a typed
 // object of the resource's kind, which strategic merge patch needs for its list semantics.
 type patchApplier func(original []byte, dataStruct any) ([]byte, error)
@@ -24,6 +27,9 @@ func patchFor(r *http.Request, patch []byte) (patchApplier, error) {
 		p, err := jsonpatch.DecodePatch(patch)
 		if err != nil {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid JSON patch: %v", err))
+		}
+		if len(p) > maxJSONPatchOperations {
+			return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("the allowed maximum operations in a JSON patch is %d, got %d", maxJSONPatchOperations, len(p)))
 		}
 		return func(original []byte, _ any) ([]byte, error) {
 			out, err := p.Apply(original)

@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kplane/kplane/storage"
@@ -305,7 +306,7 @@ func (s *Server) createPrepared(ctx context.Context, res *resource, original sto
 		case apierrors.IsAlreadyExists(err) && generated && attempt < 5:
 			continue
 		case errors.As(err, &taken):
-			return nil, apierrors.NewConflict(res.info.GroupResource(), obj.GetName(), err)
+			return nil, claimTaken(res, obj.GetName(), taken)
 		default:
 			return nil, err
 		}
@@ -392,7 +393,7 @@ func (s *Server) writeUpdate(w http.ResponseWriter, r *http.Request, req request
 	updated, err := res.store.Update(r.Context(), req.namespace, req.name, tryUpdate, res.claims, dry)
 	var taken *storage.ErrClaimTaken
 	if errors.As(err, &taken) {
-		err = apierrors.NewConflict(res.info.GroupResource(), req.name, err)
+		err = claimTaken(res, req.name, taken)
 	}
 	if err != nil {
 		writeError(w, err)
@@ -411,6 +412,15 @@ func (s *Server) writeUpdate(w http.ResponseWriter, r *http.Request, req request
 		}
 	}
 	writeResult(w, r, http.StatusOK, updated)
+}
+
+// claimTaken reports a ClusterIP or NodePort another object took first, as kube-apiserver does:
+// the value is invalid because it is already allocated.
+func claimTaken(res *resource, name string, taken *storage.ErrClaimTaken) error {
+	kind, value, _ := strings.Cut(taken.Claim, "/")
+	what := map[string]string{"serviceips": "IP", "nodeports": "port"}[kind]
+	return apierrors.NewInvalid(res.info.GVK().GroupKind(), name, field.ErrorList{
+		field.Invalid(field.NewPath("spec"), value, fmt.Sprintf("provided %s is already allocated", or(what, kind)))})
 }
 
 var errSkipDelete = errors.New("object changed; deletion left to the next writer")
@@ -528,6 +538,9 @@ func (s *Server) deleteObject(ctx context.Context, res *resource, ns, name strin
 		}
 		return nil
 	}
+	if res.info.Resource == "namespaces" && ns == "" && protectedNamespaces[name] {
+		return nil, apierrors.NewForbidden(res.info.GroupResource(), name, errors.New("this namespace may not be deleted"))
+	}
 	for {
 		cur, err := res.store.Get(ctx, ns, name)
 		if err != nil {
@@ -567,12 +580,32 @@ func (s *Server) deleteObject(ctx context.Context, res *resource, ns, name strin
 			return nil, err
 		}
 		if deletionComplete(updated) && !dry {
-			// A namespace without spec finalizers has nothing to wait for.
-			continue
+			// Nothing left to wait for (a namespace without spec finalizers): remove it now.
+			rv := updated.GetResourceVersion()
+			obj, err := res.store.Delete(ctx, ns, name, func(c storage.Object) error {
+				if c.GetResourceVersion() != rv {
+					return errSkipDelete
+				}
+				return nil
+			}, res.claims, false)
+			if errors.Is(err, errSkipDelete) {
+				continue
+			}
+			return obj, err
 		}
 		return updated, nil
 	}
 }
+
+func or(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// protectedNamespaces are the namespaces a cluster cannot work without.
+var protectedNamespaces = map[string]bool{"default": true, "kube-system": true, "kube-public": true}
 
 // markDeleted sets deletionTimestamp (once; a shorter grace period may shorten it).
 func markDeleted(obj storage.Object, grace int64) {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -104,6 +105,8 @@ func TestBadInput(t *testing.T) {
 		{"unknown patch type", "PATCH", base + "/exists", "{}", []string{"Content-Type", "text/plain"}, 415, metav1.StatusReasonUnsupportedMediaType, ""},
 		{"bad json patch", "PATCH", base + "/exists", `{"op":"add"}`, []string{"Content-Type", "application/json-patch+json"}, 400, metav1.StatusReasonBadRequest, ""},
 		{"patch breaks validation", "PATCH", base + "/exists", `{"spec":{"containers":[{"name":"c","image":""}]}}`, []string{"Content-Type", "application/merge-patch+json"}, 422, metav1.StatusReasonInvalid, ""},
+		{"json patch copy bomb", "PATCH", base + "/exists", copyBomb(), []string{"Content-Type", "application/json-patch+json"}, 422, metav1.StatusReasonInvalid, ""},
+		{"protected namespace", "DELETE", "/api/v1/namespaces/default", nil, nil, 403, metav1.StatusReasonForbidden, ""},
 		{"failed precondition", "DELETE", base + "/exists", map[string]any{"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": map[string]any{"uid": "not-its-uid"}}, nil, 409, metav1.StatusReasonConflict, ""},
 		{"bad propagationPolicy", "DELETE", base + "/exists?propagationPolicy=Sideways", nil, nil, 422, metav1.StatusReasonInvalid, "propagationPolicy"},
 		{"bad dryRun", "POST", base + "?dryRun=Some", pod("dry"), nil, 400, metav1.StatusReasonBadRequest, ""},
@@ -142,6 +145,15 @@ func TestBadInput(t *testing.T) {
 	if n := len(get(r.object(t), "items").([]any)); n != 1 {
 		t.Errorf("%d pods stored, want 1: %s", n, r.body)
 	}
+}
+
+// copyBomb is a JSON patch whose copies double the document each time.
+func copyBomb() string {
+	ops := make([]string, 40)
+	for i := range ops {
+		ops[i] = fmt.Sprintf(`{"op":"copy","from":"/metadata","path":"/metadata/annotations/a%d"}`, i)
+	}
+	return "[" + strings.Join(ops, ",") + "]"
 }
 
 func TestFieldValidationWarnAndIgnore(t *testing.T) {
@@ -313,6 +325,19 @@ func TestNamespaceTermination(t *testing.T) {
 	}
 	if r := do(t, "GET", "/api/v1/namespaces/"+ns, nil); r.code != 404 {
 		t.Fatalf("namespace not removed after finalize: %d %s", r.code, r.body)
+	}
+	// A namespace finalized before its deletion has nothing to wait for: it goes at once.
+	other := namespace(t)
+	nsObj = do(t, "GET", "/api/v1/namespaces/"+other, nil).object(t)
+	nsObj["spec"] = map[string]any{"finalizers": []any{}}
+	if r := do(t, "PUT", "/api/v1/namespaces/"+other+"/finalize", nsObj); r.code != 200 {
+		t.Fatalf("finalize: %d %s", r.code, r.body)
+	}
+	if r := do(t, "DELETE", "/api/v1/namespaces/"+other, nil); r.code != 200 {
+		t.Fatalf("delete finalized namespace: %d %s", r.code, r.body)
+	}
+	if r := do(t, "GET", "/api/v1/namespaces/"+other, nil); r.code != 404 {
+		t.Fatalf("finalized namespace not removed: %d %s", r.code, r.body)
 	}
 }
 
@@ -530,6 +555,22 @@ func TestWatch(t *testing.T) {
 	if ev.Type != "BOOKMARK" || get(ev.Object, "metadata", "annotations", "k8s.io/initial-events-end") != "true" || get(ev.Object, "kind") != "ConfigMap" {
 		t.Fatalf("initial-events-end bookmark: %v", ev)
 	}
+	// Metadata-only watches (the metadata informers of garbage collectors) get every event,
+	// bookmarks included, as PartialObjectMetadata.
+	req, _ := http.NewRequest("GET", server.URL+base+"?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true", nil)
+	req.Header.Set("Accept", "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(resp.Body)
+	for _, want := range []string{"ADDED", "BOOKMARK"} {
+		var mev watchEvent
+		if err := dec.Decode(&mev); err != nil || mev.Type != want || get(mev.Object, "kind") != "PartialObjectMetadata" {
+			t.Fatalf("metadata watch: %v %v, want %s of PartialObjectMetadata", mev, err, want)
+		}
+	}
+	resp.Body.Close()
 	// A selector watch sees an object leave its selection as DELETED.
 	sel := startWatch(t, base+"?watch=true&labelSelector=x%3D1&resourceVersion="+get(ev.Object, "metadata", "resourceVersion").(string))
 	do(t, "POST", base, map[string]any{"metadata": map[string]any{"name": "after"}})

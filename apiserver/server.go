@@ -76,6 +76,9 @@ func New(cfg Config) *Server {
 // Run starts every watch cache, creates the default namespaces and the kubernetes service, and
 // marks the server ready. It blocks until ctx is cancelled.
 func (s *Server) Run(ctx context.Context) error {
+	// Whatever ends Run (ctx, or a failure to start) ends the watch caches too.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var wg sync.WaitGroup
 	for _, r := range s.ordered {
 		wg.Add(1)
@@ -84,7 +87,10 @@ func (s *Server) Run(ctx context.Context) error {
 			r.store.Run(ctx)
 		}()
 	}
-	defer wg.Wait()
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
 	for _, r := range s.ordered {
 		if err := r.store.WaitReady(ctx); err != nil {
 			return err

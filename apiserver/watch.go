@@ -152,9 +152,7 @@ func (e *eventEncoder) write(w http.ResponseWriter, ev storage.Event) error {
 		e.columns = false
 		obj = t
 	case outputPartialMetadata:
-		if ev.Type != watch.Bookmark {
-			obj = partialMetadata(ev.Object)
-		}
+		obj = partialMetadata(obj.(storage.Object))
 	}
 	e.buf.Reset()
 	if e.out == outputProtobuf {

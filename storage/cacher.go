@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -207,12 +208,19 @@ func (c *cacher) apply(ev *clientv3.Event) {
 	defer c.mu.Unlock()
 	he.prev = c.items[key]
 	if ev.Type == clientv3.EventTypeDelete {
-		if ev.PrevKv == nil {
-			return
-		}
-		obj, err := c.s.decode(ev.PrevKv.Value, rev)
-		if err != nil {
-			slog.Error("watch cache: undecodable deleted object", "key", key, "err", err)
+		var obj Object
+		switch {
+		case ev.PrevKv != nil:
+			var err error
+			if obj, err = c.s.decode(ev.PrevKv.Value, rev); err != nil {
+				slog.Error("watch cache: undecodable deleted object", "key", key, "err", err)
+				return
+			}
+		case he.prev != nil:
+			// etcd omits the previous value when its revision was compacted: the cache has it.
+			obj = he.prev.DeepCopyObject().(Object)
+			obj.SetResourceVersion(strconv.FormatInt(rev, 10))
+		default:
 			return
 		}
 		he.typ, he.obj = watch.Deleted, obj
@@ -333,7 +341,10 @@ func (c *cacher) waitFresh(ctx context.Context, rev int64) error {
 		}
 		// Revisions of other resources move etcd forward without events here: a progress
 		// notification tells the cache it has seen everything up to the current revision.
-		_ = c.s.cli.RequestProgress(context.Background())
+		// Bounded: RequestProgress blocks while the etcd client is reconnecting.
+		pctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		_ = c.s.cli.RequestProgress(pctx)
+		cancel()
 		select {
 		case <-advanced:
 		case <-time.After(50 * time.Millisecond):

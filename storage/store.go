@@ -135,7 +135,7 @@ func (s *Store) Create(ctx context.Context, obj Object, claims []string, dryRun 
 		if resp.Count > 0 {
 			return nil, apierrors.NewAlreadyExists(s.cfg.GroupResource, obj.GetName())
 		}
-		return obj, s.checkClaims(ctx, claims, "")
+		return obj, s.checkClaims(ctx, claims, key)
 	}
 	data, err := s.encode(obj)
 	if err != nil {
@@ -152,7 +152,7 @@ func (s *Store) Create(ctx context.Context, obj Object, claims []string, dryRun 
 		return nil, internal(err)
 	}
 	if !resp.Succeeded {
-		if err := s.checkClaims(ctx, claims, ""); err != nil {
+		if err := s.checkClaims(ctx, claims, key); err != nil {
 			return nil, err
 		}
 		return nil, apierrors.NewAlreadyExists(s.cfg.GroupResource, obj.GetName())
@@ -233,7 +233,7 @@ func (s *Store) Update(ctx context.Context, ns, name string, tryUpdate UpdateFun
 		taken, released := diff(newClaims, oldClaims), diff(oldClaims, newClaims)
 		if dryRun {
 			next.SetResourceVersion(cur.GetResourceVersion())
-			return next, s.checkClaims(ctx, taken, "")
+			return next, s.checkClaims(ctx, taken, key)
 		}
 		data, err := s.encode(next)
 		if err != nil {
@@ -260,7 +260,7 @@ func (s *Store) Update(ctx context.Context, ns, name string, tryUpdate UpdateFun
 			next.SetResourceVersion(strconv.FormatInt(tresp.Header.Revision, 10))
 			return next, nil
 		}
-		if err := s.checkClaims(ctx, taken, ""); err != nil {
+		if err := s.checkClaims(ctx, taken, key); err != nil {
 			return nil, err
 		}
 		// The object changed under us: read it again and recompute.

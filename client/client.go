@@ -1,0 +1,267 @@
+// Package client is a generic REST client for the Kubernetes API over the k8s.io/api types: one
+// typed handle per resource, protobuf on the wire, client-side rate limiting and retries.
+//
+//	c, err := client.FromKubeconfig("")
+//	pods := client.Resource[*corev1.Pod](c, "pods").Namespace("default")
+//	p, err := pods.Get(ctx, "web-1")
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kplane/kplane/scheme"
+	"golang.org/x/time/rate"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Config describes how to reach an API server.
+type Config struct {
+	// Host is the server's base URL, e.g. https://127.0.0.1:6443.
+	Host string
+	// Transport carries requests, with TLS and credentials in place; nil means http.DefaultTransport.
+	Transport http.RoundTripper
+	// QPS and Burst limit the requests this client sends; 0 means the controller manager's
+	// defaults (20 and 30); a negative QPS turns the limit off.
+	QPS   float32
+	Burst int
+	// UserAgent identifies the program; empty means "kplane".
+	UserAgent string
+	// Timeout bounds each non-watch request; 0 means none beyond the context's.
+	Timeout time.Duration
+}
+
+// Client sends requests to one API server.
+type Client struct {
+	host      *url.URL
+	http      *http.Client
+	limiter   *rate.Limiter // nil: unlimited
+	userAgent string
+	timeout   time.Duration
+}
+
+// New makes a client from cfg.
+func New(cfg Config) (*Client, error) {
+	host, err := url.Parse(cfg.Host)
+	if err != nil || host.Scheme == "" || host.Host == "" {
+		return nil, fmt.Errorf("client: invalid host %q", cfg.Host)
+	}
+	transport := cfg.Transport
+	if transport == nil {
+		transport = http.DefaultTransport
+	}
+	c := &Client{host: host, http: &http.Client{Transport: transport}, userAgent: cfg.UserAgent, timeout: cfg.Timeout}
+	if c.userAgent == "" {
+		c.userAgent = "kplane"
+	}
+	qps, burst := cfg.QPS, cfg.Burst
+	if qps == 0 {
+		qps = 20
+	}
+	if burst == 0 {
+		burst = 30
+	}
+	if qps > 0 {
+		c.limiter = rate.NewLimiter(rate.Limit(qps), burst)
+	}
+	return c, nil
+}
+
+// FromKubeconfig loads a kubeconfig (path, else $KUBECONFIG, else ~/.kube/config) or, when
+// there is none, the in-cluster service account config, and makes a client from it with the
+// given QPS and burst (0 = defaults).
+func FromKubeconfig(path string, qps float32, burst int) (*Client, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil && path == "" && clientcmd.IsEmptyConfig(err) {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("client: load config: %w", err)
+	}
+	transport, err := rest.TransportFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("client: transport: %w", err)
+	}
+	host := cfg.Host
+	if !strings.Contains(host, "://") {
+		host = "https://" + host
+	}
+	return New(Config{Host: host, Transport: transport, QPS: qps, Burst: burst, UserAgent: cfg.UserAgent, Timeout: cfg.Timeout})
+}
+
+const (
+	mimeJSON     = "application/json"
+	mimeProtobuf = "application/vnd.kubernetes.protobuf"
+	accept       = mimeProtobuf + ", " + mimeJSON
+)
+
+var (
+	protobufSerializer    = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+	rawProtobufSerializer = protobuf.NewRawSerializer(scheme.Scheme, scheme.Scheme)
+	jsonSerializer        = json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, json.SerializerOptions{})
+	parameterCodec        = runtime.NewParameterCodec(scheme.Scheme)
+)
+
+// request is one API call.
+type request struct {
+	method      string
+	path        string
+	query       url.Values
+	body        []byte
+	contentType string
+}
+
+// idempotent requests may be sent again after a connection error.
+func (r *request) idempotent() bool {
+	return r.method == http.MethodGet || r.method == http.MethodPut || r.method == http.MethodDelete
+}
+
+const maxRetries = 5
+
+// do sends req, waiting for the rate limiter, and retries 429s (any method: the server did not
+// act on them) and connection errors (idempotent methods only) with jittered exponential
+// backoff. The caller closes the response body.
+func (c *Client) do(ctx context.Context, req *request) (*http.Response, error) {
+	u := *c.host
+	u.Path = strings.TrimSuffix(u.Path, "/") + req.path
+	u.RawQuery = req.query.Encode()
+	backoff := 100 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		if c.limiter != nil {
+			if err := c.limiter.Wait(ctx); err != nil {
+				return nil, err
+			}
+		}
+		var body io.Reader
+		if req.body != nil {
+			body = bytes.NewReader(req.body)
+		}
+		hreq, err := http.NewRequestWithContext(ctx, req.method, u.String(), body)
+		if err != nil {
+			return nil, err
+		}
+		hreq.Header.Set("Accept", accept)
+		hreq.Header.Set("User-Agent", c.userAgent)
+		if req.contentType != "" {
+			hreq.Header.Set("Content-Type", req.contentType)
+		}
+		resp, err := c.http.Do(hreq)
+		retry := attempt < maxRetries && ctx.Err() == nil
+		switch {
+		case err != nil && retry && req.idempotent() && isConnectionError(err):
+		case err != nil:
+			return nil, err
+		case resp.StatusCode == http.StatusTooManyRequests && retry:
+			if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+				backoff = time.Duration(s) * time.Second
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		default:
+			return resp, nil
+		}
+		wait := backoff/2 + rand.N(backoff/2+1)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+func isConnectionError(err error) bool {
+	var netErr net.Error
+	var opErr *net.OpError
+	return errors.As(err, &opErr) || (errors.As(err, &netErr) && netErr.Timeout()) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// call sends req and decodes a successful response into into (if not nil).
+func (c *Client) call(ctx context.Context, req *request, into runtime.Object) error {
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	resp, err := c.do(ctx, req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return errorFromResponse(resp, data)
+	}
+	if into == nil {
+		return nil
+	}
+	return decode(resp.Header.Get("Content-Type"), data, into)
+}
+
+func decode(contentType string, data []byte, into runtime.Object) error {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	dec := runtime.Decoder(jsonSerializer)
+	if mt == mimeProtobuf {
+		dec = protobufSerializer
+	}
+	_, _, err := dec.Decode(data, nil, into)
+	if err != nil {
+		return fmt.Errorf("client: decode %s response: %w", mt, err)
+	}
+	return nil
+}
+
+// errorFromResponse turns a failed response into an *apierrors.StatusError: the server's Status
+// when it sent one, else a generic error for the HTTP code.
+func errorFromResponse(resp *http.Response, data []byte) error {
+	status := &metav1.Status{}
+	if err := decode(resp.Header.Get("Content-Type"), data, status); err == nil && status.Kind == "Status" && status.Status == metav1.StatusFailure {
+		if status.Code == 0 {
+			status.Code = int32(resp.StatusCode)
+		}
+		return &apierrors.StatusError{ErrStatus: *status}
+	}
+	msg := strings.TrimSpace(string(data))
+	if len(msg) > 200 {
+		msg = msg[:200]
+	}
+	return apierrors.NewGenericServerResponse(resp.StatusCode, resp.Request.Method, schema.GroupResource{}, "", msg, 0, true)
+}
+
+func encodeBody(obj runtime.Object) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := protobufSerializer.Encode(obj, &buf); err != nil {
+		return nil, fmt.Errorf("client: encode %T: %w", obj, err)
+	}
+	return buf.Bytes(), nil
+}
+
+func queryOf(opts runtime.Object) (url.Values, error) {
+	if opts == nil {
+		return url.Values{}, nil
+	}
+	return parameterCodec.EncodeParameters(opts, metav1.SchemeGroupVersion)
+}

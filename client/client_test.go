@@ -1,0 +1,267 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kplane/kplane/apiserver"
+	"github.com/kplane/kplane/client"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+var (
+	server     *apiserver.Instance
+	kubeconfig string
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "kplane-client-test")
+	if err != nil {
+		panic(err)
+	}
+	o := apiserver.DefaultOptions()
+	o.DataDir, o.SecurePort, o.EtcdNoFsync = dir, 0, true
+	kubeconfig = filepath.Join(dir, "kubeconfig")
+	o.WriteKubeconfig = kubeconfig
+	if server, err = apiserver.Start(context.Background(), o); err != nil {
+		panic(err)
+	}
+	for i := 0; !server.Server.Ready(); i++ {
+		if i > 1000 {
+			panic("apiserver not ready")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	code := m.Run()
+	_ = server.Stop()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func newClient(t *testing.T) *client.Client {
+	t.Helper()
+	c, err := client.FromKubeconfig(kubeconfig, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func testNamespace(t *testing.T, c *client.Client) string {
+	t.Helper()
+	ns, err := client.Resource[*corev1.Namespace](c, "namespaces").Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "client-test-"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+func pod(name string, labels map[string]string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}
+}
+
+func TestCRUD(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	ns := testNamespace(t, c)
+	pods := client.Resource[*corev1.Pod](c, "pods").Namespace(ns)
+
+	created, err := pods.Create(ctx, pod("a", map[string]string{"app": "web"}))
+	if err != nil || created.UID == "" || created.Namespace != ns {
+		t.Fatalf("create: %v %+v", err, created)
+	}
+	if _, err := pods.Create(ctx, pod("a", nil)); !client.IsAlreadyExists(err) {
+		t.Fatalf("duplicate create: %v", err)
+	}
+	got, err := pods.Get(ctx, "a")
+	if err != nil || got.ResourceVersion != created.ResourceVersion {
+		t.Fatalf("get: %v", err)
+	}
+	got.Labels["tier"] = "front"
+	updated, err := pods.Update(ctx, got)
+	if err != nil || updated.Labels["tier"] != "front" {
+		t.Fatalf("update: %v", err)
+	}
+	if _, err := pods.Update(ctx, got); !client.IsConflict(err) {
+		t.Fatalf("stale update: %v", err)
+	}
+	updated.Status.Phase = corev1.PodRunning
+	if st, err := pods.UpdateStatus(ctx, updated); err != nil || st.Status.Phase != corev1.PodRunning {
+		t.Fatalf("update status: %v", err)
+	}
+	for _, p := range []struct {
+		pt   types.PatchType
+		data string
+	}{
+		{types.StrategicMergePatchType, `{"metadata":{"labels":{"s":"1"}}}`},
+		{types.MergePatchType, `{"metadata":{"labels":{"m":"1"}}}`},
+		{types.JSONPatchType, `[{"op":"add","path":"/metadata/labels/j","value":"1"}]`},
+	} {
+		if _, err := pods.Patch(ctx, "a", p.pt, []byte(p.data), metav1.PatchOptions{}); err != nil {
+			t.Fatalf("%s patch: %v", p.pt, err)
+		}
+	}
+	got, _ = pods.Get(ctx, "a")
+	if got.Labels["s"] != "1" || got.Labels["m"] != "1" || got.Labels["j"] != "1" {
+		t.Fatalf("patches: %v", got.Labels)
+	}
+	_, err = pods.Create(ctx, pod("Bad_Name", nil))
+	if !client.IsInvalid(err) || len(client.Causes(err)) == 0 || client.Causes(err)[0].Field != "metadata.name" {
+		t.Fatalf("invalid create: %v %v", err, client.Causes(err))
+	}
+	wrongUID := types.UID("nope")
+	if err := pods.Delete(ctx, "a", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &wrongUID}}); !client.IsConflict(err) {
+		t.Fatalf("delete with failing precondition: %v", err)
+	}
+	if err := pods.Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pods.Get(ctx, "a"); !client.IsNotFound(err) {
+		t.Fatalf("get after delete: %v", err)
+	}
+
+	// Cluster-scoped and grouped resources.
+	nodes := client.Resource[*corev1.Node](c, "nodes")
+	if _, err := nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n-" + ns}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes.Delete(ctx, "n-"+ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deploys := client.Resource[*appsv1.Deployment](c, "deployments").Namespace(ns)
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d"}, Spec: appsv1.DeploymentSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "d"}},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "d"}}, Spec: pod("", nil).Spec},
+	}}
+	if got, err := deploys.Create(ctx, d); err != nil || *got.Spec.Replicas != 1 {
+		t.Fatalf("deployment: %v", err)
+	}
+}
+
+func TestListSelectorsAndPaging(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	ns := testNamespace(t, c)
+	pods := client.Resource[*corev1.Pod](c, "pods").Namespace(ns)
+	for i := 0; i < 7; i++ {
+		if _, err := pods.Create(ctx, pod(fmt.Sprint("p", i), map[string]string{"even": fmt.Sprint(i%2 == 0)})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := pods.ListAll(ctx, metav1.ListOptions{}, 2)
+	if err != nil || len(all.Items) != 7 || all.ResourceVersion == "" {
+		t.Fatalf("paged list: %v %d", err, len(all.Items))
+	}
+	even, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "even=true"})
+	if err != nil || len(even.Items) != 4 {
+		t.Fatalf("label selector: %v %d", err, len(even.Items))
+	}
+	one, err := pods.List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=p3"})
+	if err != nil || len(one.Items) != 1 || one.Items[0].Name != "p3" {
+		t.Fatalf("field selector: %v", err)
+	}
+	// Across namespaces.
+	everywhere, err := client.Resource[*corev1.Pod](c, "pods").List(ctx, metav1.ListOptions{LabelSelector: "even"})
+	if err != nil || len(everywhere.Items) < 7 {
+		t.Fatalf("all namespaces: %v", err)
+	}
+}
+
+func TestWatch(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	ns := testNamespace(t, c)
+	cms := client.Resource[*corev1.ConfigMap](c, "configmaps").Namespace(ns)
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "before"}}); err != nil {
+		t.Fatal(err)
+	}
+	send := true
+	w, err := cms.Watch(ctx, metav1.ListOptions{SendInitialEvents: &send, AllowWatchBookmarks: true, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	next := func() client.Event[*corev1.ConfigMap] {
+		select {
+		case ev, ok := <-w.Events:
+			if !ok {
+				t.Fatal("watch ended")
+			}
+			return ev
+		case <-time.After(10 * time.Second):
+			t.Fatal("no event")
+		}
+		panic("unreachable")
+	}
+	if ev := next(); ev.Type != watch.Added || ev.Object.Name != "before" {
+		t.Fatalf("initial event: %+v", ev)
+	}
+	if ev := next(); ev.Type != watch.Bookmark || ev.Object.Annotations[metav1.InitialEventsAnnotationKey] != "true" {
+		t.Fatalf("end of initial events: %+v", ev)
+	}
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after"}}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(); ev.Type != watch.Added || ev.Object.Name != "after" {
+		t.Fatalf("live event: %+v", ev)
+	}
+	w.Stop()
+	for range w.Events {
+	}
+}
+
+// TestRetries: 429s are retried (honouring Retry-After) and a connection error on a GET is
+// retried; a server that keeps refusing gets its error returned.
+func TestRetries(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) < 3 {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"x","namespace":"d"}}`)
+	}))
+	defer srv.Close()
+	c, err := client.New(client.Config{Host: srv.URL, QPS: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := client.Resource[*corev1.ConfigMap](c, "configmaps").Namespace("d").Get(context.Background(), "x")
+	if err != nil || cm.Name != "x" || calls.Load() != 3 {
+		t.Fatalf("after two 429s: %v, %d calls", err, calls.Load())
+	}
+}
+
+// TestRateLimit: with QPS 4 and burst 1, five requests cannot all go out within the first second.
+func TestRateLimit(t *testing.T) {
+	cfg := client.Config{Host: server.URL, QPS: 4, Burst: 1}
+	c, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := client.Resource[*corev1.Namespace](c, "namespaces")
+	start := time.Now()
+	for i := 0; i < 5; i++ {
+		if _, err := ns.Get(context.Background(), "default"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if elapsed := time.Since(start); elapsed < 900*time.Millisecond {
+		t.Fatalf("5 requests at 4 qps (burst 1) took only %v", elapsed)
+	}
+}

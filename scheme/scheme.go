@@ -1,0 +1,39 @@
+// Package scheme knows the Kubernetes API types kplane serves and speaks, for the API server and
+// the client alike.
+package scheme
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+)
+
+// Scheme knows every served type (k8s.io/api) plus meta/v1's Status, Table, DeleteOptions and
+// WatchEvent, so bodies decode and encode exactly as Kubernetes' do. Programs that use other
+// k8s.io/api groups with the client add them here (AddToScheme) before use.
+var Scheme = runtime.NewScheme()
+
+// Codecs serializes Scheme's types in JSON, YAML and Kubernetes protobuf.
+var Codecs serializer.CodecFactory
+
+func init() {
+	for _, add := range []func(*runtime.Scheme) error{
+		corev1.AddToScheme, appsv1.AddToScheme, discoveryv1.AddToScheme, coordinationv1.AddToScheme,
+		autoscalingv1.AddToScheme, authenticationv1.AddToScheme,
+	} {
+		utilruntime.Must(add(Scheme))
+	}
+	metav1.AddToGroupVersion(Scheme, schema.GroupVersion{Version: "v1"})
+	// DeleteOptions and friends also travel as meta.k8s.io/v1 (and without a kind at all).
+	Scheme.AddKnownTypes(metav1.SchemeGroupVersion, &metav1.DeleteOptions{}, &metav1.ListOptions{}, &metav1.GetOptions{}, &metav1.CreateOptions{}, &metav1.UpdateOptions{}, &metav1.PatchOptions{})
+	utilruntime.Must(metav1.AddMetaToScheme(Scheme))
+	Codecs = serializer.NewCodecFactory(Scheme)
+}

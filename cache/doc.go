@@ -1,0 +1,9 @@
+// Package cache is kplane's client-side object cache: the pieces an informer is built from.
+//
+// Objects flow reflector → DeltaFIFO → process loop → Indexer. Everything here is generic over
+// the object type (a k8s.io/api pointer such as *corev1.Pod), so callers never type-assert.
+//
+// The behaviour of DeltaFIFO and Indexer matches client-go's tools/cache (DeltaFIFO with
+// EmitDeltaTypeReplaced and an indexer as known objects; NewIndexer with MetaNamespaceKeyFunc);
+// differential tests in this package run both on the same operation sequences.
+package cache

@@ -26,8 +26,6 @@ type Informer[T Object] struct {
 	indexer   *Indexer[T]
 	fifo      *DeltaFIFO[T]
 	reflector *Reflector[T]
-	// transform is applied to each object before it is stored and handed out.
-	transform func(T) T
 
 	mu        sync.Mutex // guards listeners, ctx; held while a delta is processed
 	listeners []*listener[T]
@@ -39,9 +37,10 @@ type Informer[T Object] struct {
 type InformerOption[T Object] func(*Informer[T])
 
 // WithTransform replaces the default transform (dropping managedFields, which controllers never
-// read and which make up much of an object's size).
+// read and which make up much of an object's size). It runs as objects arrive, before they are
+// queued or stored.
 func WithTransform[T Object](f func(T) T) InformerOption[T] {
-	return func(i *Informer[T]) { i.transform = f }
+	return func(i *Informer[T]) { i.reflector.Transform = f }
 }
 
 // WithIndexers adds indexers besides the namespace index.
@@ -60,13 +59,13 @@ func NewInformer[T Object](name string, lw ListerWatcher[T], opts ...InformerOpt
 		name:    name,
 		indexer: NewIndexer(Indexers[T]{NamespaceIndex: MetaNamespaceIndexFunc[T]}),
 		poke:    make(chan struct{}, 1),
-		transform: func(obj T) T {
-			obj.SetManagedFields(nil)
-			return obj
-		},
 	}
 	i.fifo = NewDeltaFIFO[T](i.indexer)
 	i.reflector = NewReflector(name, lw, i.fifo)
+	i.reflector.Transform = func(obj T) T {
+		obj.SetManagedFields(nil)
+		return obj
+	}
 	for _, o := range opts {
 		o(i)
 	}
@@ -132,9 +131,6 @@ func (i *Informer[T]) process(_ string, deltas []Delta[T], isInInitialList bool)
 	defer i.mu.Unlock()
 	for _, d := range deltas {
 		obj := d.Object
-		if d.Type != Deleted {
-			obj = i.transform(obj)
-		}
 		old, exists := i.indexer.Get(MetaNamespaceKey(obj))
 		switch {
 		case d.Type == Deleted:

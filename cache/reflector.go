@@ -39,6 +39,9 @@ type Reflector[T Object] struct {
 	LabelSelector, FieldSelector string
 	// PageSize is the list page size (0 = 500).
 	PageSize int64
+	// Transform, if set, is applied to every object as it arrives, before it is queued: dropping
+	// fields there keeps them from ever piling up in memory.
+	Transform func(T) T
 	// useWatchList is cleared when the server refuses streaming initial lists.
 	useWatchList bool
 	// lastRV is the newest resourceVersion seen; "" means a consistent relist is needed.
@@ -144,7 +147,9 @@ func (r *Reflector[T]) list(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		items = append(items, page.Items...)
+		for _, obj := range page.Items {
+			items = append(items, r.transform(obj))
+		}
 		if page.Continue == "" {
 			if err := r.sink.Replace(items, page.ResourceVersion); err != nil {
 				return err
@@ -184,7 +189,7 @@ func (r *Reflector[T]) watchList(ctx context.Context) (*client.Watch[T], error) 
 			}
 			switch ev.Type {
 			case watch.Added:
-				items = append(items, ev.Object)
+				items = append(items, r.transform(ev.Object))
 			case watch.Bookmark:
 				if ev.Object.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
 					rv := ev.Object.GetResourceVersion()
@@ -220,11 +225,11 @@ func (r *Reflector[T]) follow(ctx context.Context, w *client.Watch[T]) error {
 			var err error
 			switch ev.Type {
 			case watch.Added:
-				err = r.sink.Add(ev.Object)
+				err = r.sink.Add(r.transform(ev.Object))
 			case watch.Modified:
-				err = r.sink.Update(ev.Object)
+				err = r.sink.Update(r.transform(ev.Object))
 			case watch.Deleted:
-				err = r.sink.Delete(ev.Object)
+				err = r.sink.Delete(r.transform(ev.Object))
 			case watch.Bookmark:
 			case watch.Error:
 				if client.IsExpired(ev.Err) {
@@ -240,6 +245,13 @@ func (r *Reflector[T]) follow(ctx context.Context, w *client.Watch[T]) error {
 			}
 		}
 	}
+}
+
+func (r *Reflector[T]) transform(obj T) T {
+	if r.Transform == nil {
+		return obj
+	}
+	return r.Transform(obj)
 }
 
 func ptr[V any](v V) *V { return &v }

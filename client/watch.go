@@ -103,6 +103,10 @@ func (r *Typed[T]) jsonEvents(body io.Reader) func() (Event[T], error) {
 // protobufEvents reads length-prefixed WatchEvent frames.
 func (r *Typed[T]) protobufEvents(body io.Reader) func() (Event[T], error) {
 	var size [4]byte
+	// The frame buffer and the event are reused: decoding copies what the object keeps, so
+	// a long initial list makes no garbage per event beyond the objects themselves.
+	var frame []byte
+	var we metav1.WatchEvent
 	return func() (Event[T], error) {
 		if _, err := io.ReadFull(body, size[:]); err != nil {
 			return Event[T]{}, err
@@ -111,11 +115,14 @@ func (r *Typed[T]) protobufEvents(body io.Reader) func() (Event[T], error) {
 		if n > 64<<20 {
 			return Event[T]{}, fmt.Errorf("client: watch frame of %d bytes", n)
 		}
-		frame := make([]byte, n)
+		if cap(frame) < int(n) {
+			frame = make([]byte, n)
+		}
+		frame = frame[:n]
 		if _, err := io.ReadFull(body, frame); err != nil {
 			return Event[T]{}, err
 		}
-		var we metav1.WatchEvent
+		we.Type, we.Object.Raw = "", we.Object.Raw[:0]
 		if _, _, err := rawProtobufSerializer.Decode(frame, nil, &we); err != nil {
 			return Event[T]{}, err
 		}

@@ -19,8 +19,11 @@ import (
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/storage"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // The integration tests share one apiserver (started on first use, gone with the test binary).
@@ -395,5 +398,55 @@ func TestInformerStopsCleanly(t *testing.T) {
 			t.Fatalf("%d goroutines before, %d after Run returned:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// olderServer answers streaming-list watches the way servers without WatchList do (422), and
+// passes everything else to the real server.
+type olderServer struct {
+	*client.Typed[*corev1.Pod]
+	refused atomic.Int32
+}
+
+func (o *olderServer) Watch(ctx context.Context, opts metav1.ListOptions) (*client.Watch[*corev1.Pod], error) {
+	if opts.SendInitialEvents != nil {
+		o.refused.Add(1)
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "ListOptions"}, "",
+			field.ErrorList{field.Forbidden(field.NewPath("sendInitialEvents"), "not supported")})
+	}
+	return o.Typed.Watch(ctx, opts)
+}
+
+// TestReflectorFallsBackToListWatch: against a server without streaming lists the informer
+// lists and watches instead, once.
+func TestReflectorFallsBackToListWatch(t *testing.T) {
+	c := newClient(t, apiserverURL(t))
+	ns := testNamespace(t, c)
+	pods := client.Resource[*corev1.Pod](c, "pods").Namespace(ns)
+	createPods(t, pods, 30)
+	older := &olderServer{Typed: pods}
+	inf := cache.NewInformer[*corev1.Pod]("pods", older)
+	rec := newRecorder()
+	inf.AddHandler(rec.handler(), 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { inf.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	if !cache.WaitForCacheSync(ctx, inf.HasSynced) {
+		t.Fatal("no sync")
+	}
+	if _, err := pods.Create(ctx, pod("late", 1)); err != nil {
+		t.Fatal(err)
+	}
+	want := serverState(t, pods)
+	deadline := time.Now().Add(20 * time.Second)
+	for !equal(rec.snapshot(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("handler has %d pods, server %d", len(rec.snapshot()), len(want))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := older.refused.Load(); n != 1 {
+		t.Fatalf("streaming list tried %d times, want once", n)
 	}
 }

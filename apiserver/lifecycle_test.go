@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kplane/kplane/apiserver"
+	"github.com/kplane/kplane/internal/testserver"
 	"github.com/kplane/kplane/storage"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,17 +23,15 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// start runs a private apiserver for tests that restart or reconfigure one.
-func start(t *testing.T, mutate func(*apiserver.Options)) (*apiserver.Instance, *kubernetes.Clientset) {
+// start runs a private apiserver for tests that restart or reconfigure one, and a client-go
+// clientset built from the kubeconfig it writes.
+func start(t *testing.T, mutate func(*apiserver.Options)) (*testserver.Server, *kubernetes.Clientset) {
 	t.Helper()
-	o := apiserver.DefaultOptions()
-	o.SecurePort, o.EtcdNoFsync = 0, true
-	mutate(&o)
-	inst, err := apiserver.Start(context.Background(), o)
+	srv, err := testserver.Start(mutate)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(inst.Kubeconfig)
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(srv.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,17 +39,7 @@ func start(t *testing.T, mutate func(*apiserver.Options)) (*apiserver.Instance, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Wait for /readyz through the authenticated client.
-	for i := 0; ; i++ {
-		body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(context.Background())
-		if err == nil && string(body) == "ok" {
-			break
-		}
-		if i > 500 {
-			t.Fatalf("not ready: %v", err)
-		}
-	}
-	return inst, cs
+	return srv, cs
 }
 
 func svcWithIP(name, ip string) *corev1.Service {

@@ -2,7 +2,6 @@ package apiserver_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,44 +12,25 @@ import (
 	"time"
 
 	"github.com/kplane/kplane/apiserver"
+	"github.com/kplane/kplane/internal/testserver"
 	"github.com/kplane/kplane/storage"
 )
 
 // One embedded etcd and apiserver serve the whole package; each test works in its own namespace.
-var server *apiserver.Instance
+var server *testserver.Server
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "kplane-apiserver-test")
+	var err error
+	server, err = testserver.Start(func(o *apiserver.Options) {
+		o.ServiceClusterIPRange = "10.0.0.0/16"
+		o.Cache = storage.CacheOptions{BookmarkInterval: time.Second, FreshnessTimeout: time.Second}
+	})
 	if err != nil {
 		panic(err)
 	}
-	o := apiserver.DefaultOptions()
-	o.DataDir, o.SecurePort, o.EtcdNoFsync = dir, 0, true
-	o.ServiceClusterIPRange = "10.0.0.0/16"
-	o.Cache = storage.CacheOptions{BookmarkInterval: time.Second, FreshnessTimeout: time.Second}
-	server, err = apiserver.Start(context.Background(), o)
-	if err != nil {
-		panic(err)
-	}
-	waitReady(server.URL)
 	code := m.Run()
 	_ = server.Stop()
-	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-func waitReady(url string) {
-	for i := 0; i < 600; i++ {
-		resp, err := http.Get(url + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	panic("apiserver did not become ready")
 }
 
 // response is a decoded HTTP answer.

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 	"github.com/kplane/kplane/apiserver"
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
+	"github.com/kplane/kplane/internal/testserver"
 	"github.com/kplane/kplane/storage"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,31 +31,16 @@ import (
 // (410), as after a compaction.
 var (
 	serverOnce sync.Once
-	server     *apiserver.Instance
+	server     *testserver.Server
 	serverErr  error
 )
 
 func apiserverURL(t *testing.T) string {
 	t.Helper()
 	serverOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "kplane-cache-test")
-		if err != nil {
-			serverErr = err
-			return
-		}
-		o := apiserver.DefaultOptions()
-		o.DataDir, o.SecurePort, o.EtcdNoFsync = dir, 0, true
-		o.Cache = storage.CacheOptions{Window: 50, BookmarkInterval: 200 * time.Millisecond}
-		if server, serverErr = apiserver.Start(context.Background(), o); serverErr != nil {
-			return
-		}
-		for i := 0; !server.Server.Ready(); i++ {
-			if i > 1000 {
-				serverErr = fmt.Errorf("apiserver not ready")
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		server, serverErr = testserver.Start(func(o *apiserver.Options) {
+			o.Cache = storage.CacheOptions{Window: 50, BookmarkInterval: 200 * time.Millisecond}
+		})
 	})
 	if serverErr != nil {
 		t.Fatal(serverErr)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kplane/kplane/apiserver"
 	"github.com/kplane/kplane/client"
+	"github.com/kplane/kplane/internal/testserver"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,31 +22,18 @@ import (
 )
 
 var (
-	server     *apiserver.Instance
-	kubeconfig string
+	server     *testserver.Server
+	kubeconfig = filepath.Join(os.TempDir(), fmt.Sprintf("kplane-client-test-%d.kubeconfig", os.Getpid()))
 )
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "kplane-client-test")
-	if err != nil {
+	var err error
+	if server, err = testserver.Start(func(o *apiserver.Options) { o.WriteKubeconfig = kubeconfig }); err != nil {
 		panic(err)
-	}
-	o := apiserver.DefaultOptions()
-	o.DataDir, o.SecurePort, o.EtcdNoFsync = dir, 0, true
-	kubeconfig = filepath.Join(dir, "kubeconfig")
-	o.WriteKubeconfig = kubeconfig
-	if server, err = apiserver.Start(context.Background(), o); err != nil {
-		panic(err)
-	}
-	for i := 0; !server.Server.Ready(); i++ {
-		if i > 1000 {
-			panic("apiserver not ready")
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	code := m.Run()
 	_ = server.Stop()
-	os.RemoveAll(dir)
+	os.Remove(kubeconfig)
 	os.Exit(code)
 }
 

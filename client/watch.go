@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"runtime"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -55,78 +56,125 @@ func (r *Typed[T]) Watch(ctx context.Context, opts metav1.ListOptions) (*Watch[T
 		data, _ := io.ReadAll(resp.Body)
 		return nil, errorFromResponse(resp, data)
 	}
-	events := make(chan Event[T])
 	var once sync.Once
 	stop := func() { once.Do(func() { cancel(); resp.Body.Close() }) }
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	next := r.jsonEvents(resp.Body)
+	read := jsonFrames(resp.Body)
 	if mt == mimeProtobuf {
-		next = r.protobufEvents(resp.Body)
+		mt, read = mimeProtobuf, protobufFrames(resp.Body)
+	} else {
+		mt = mimeJSON
 	}
-	go func() {
-		defer close(events)
-		defer stop()
-		for {
-			ev, err := next()
-			if err != nil {
-				// A stream that ends (timeout, server shutdown, Stop) is the normal end of a
-				// watch; the caller starts a new one from the last resourceVersion it saw.
-				return
-			}
-			select {
-			case events <- ev:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return &Watch[T]{Events: events, stop: stop}, nil
+	return &Watch[T]{Events: r.decodeInParallel(ctx, stop, read, mt), stop: stop}, nil
 }
 
-// rawEvent is a watch event before its object is decoded.
+// rawEvent is a watch event whose object is still encoded.
 type rawEvent struct {
 	Type   watch.EventType `json:"type"`
 	Object json.RawMessage `json:"object"`
 }
 
-func (r *Typed[T]) jsonEvents(body io.Reader) func() (Event[T], error) {
-	dec := json.NewDecoder(body)
-	return func() (Event[T], error) {
-		var raw rawEvent
-		if err := dec.Decode(&raw); err != nil {
-			return Event[T]{}, err
+// decodeInParallel turns the stream's raw events into typed events, in order. Decoding objects
+// is most of a watch's cost (a long initial list is tens of thousands of them), so it is spread
+// over every CPU: one goroutine reads and splits the stream, workers decode, and the events
+// come out in the order they arrived. Every goroutine ends when the stream does.
+func (r *Typed[T]) decodeInParallel(ctx context.Context, stop func(), read func() (rawEvent, error), contentType string) <-chan Event[T] {
+	type result struct {
+		ev  Event[T]
+		err error
+	}
+	type job struct {
+		raw rawEvent
+		out chan result
+	}
+	events := make(chan Event[T])
+	jobs := make(chan job, 64)
+	order := make(chan chan result, 256)
+	go func() {
+		defer close(order)
+		defer close(jobs)
+		for {
+			raw, err := read()
+			if err != nil {
+				// A stream that ends (timeout, server shutdown, Stop) is the normal end of a
+				// watch; the caller starts a new one from the last resourceVersion it saw.
+				return
+			}
+			out := make(chan result, 1)
+			select {
+			case order <- out:
+			case <-ctx.Done():
+				return
+			}
+			jobs <- job{raw: raw, out: out}
 		}
-		return r.event(raw.Type, raw.Object, mimeJSON)
+	}()
+	for range runtime.GOMAXPROCS(0) {
+		go func() {
+			for j := range jobs {
+				ev, err := r.event(j.raw.Type, j.raw.Object, contentType)
+				j.out <- result{ev, err}
+			}
+		}()
+	}
+	go func() {
+		defer close(events)
+		defer stop()
+		for out := range order {
+			var res result
+			select {
+			case res = <-out:
+			case <-ctx.Done():
+				return
+			}
+			if res.err != nil {
+				return
+			}
+			select {
+			case events <- res.ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return events
+}
+
+// jsonFrames splits a JSON watch stream into events.
+func jsonFrames(body io.Reader) func() (rawEvent, error) {
+	dec := json.NewDecoder(body)
+	return func() (rawEvent, error) {
+		var raw rawEvent
+		err := dec.Decode(&raw)
+		return raw, err
 	}
 }
 
-// protobufEvents reads length-prefixed WatchEvent frames.
-func (r *Typed[T]) protobufEvents(body io.Reader) func() (Event[T], error) {
+// protobufFrames splits a protobuf watch stream (4-byte big-endian length, then a WatchEvent
+// without the protobuf envelope) into events.
+func protobufFrames(body io.Reader) func() (rawEvent, error) {
 	var size [4]byte
-	// The frame buffer and the event are reused: decoding copies what the object keeps, so
-	// a long initial list makes no garbage per event beyond the objects themselves.
-	var frame []byte
-	var we metav1.WatchEvent
-	return func() (Event[T], error) {
+	var frame []byte // reused: decoding the WatchEvent copies the object out of it
+	return func() (rawEvent, error) {
 		if _, err := io.ReadFull(body, size[:]); err != nil {
-			return Event[T]{}, err
+			return rawEvent{}, err
 		}
 		n := binary.BigEndian.Uint32(size[:])
 		if n > 64<<20 {
-			return Event[T]{}, fmt.Errorf("client: watch frame of %d bytes", n)
+			return rawEvent{}, fmt.Errorf("client: watch frame of %d bytes", n)
 		}
 		if cap(frame) < int(n) {
 			frame = make([]byte, n)
 		}
 		frame = frame[:n]
 		if _, err := io.ReadFull(body, frame); err != nil {
-			return Event[T]{}, err
+			return rawEvent{}, err
 		}
-		we.Type, we.Object.Raw = "", we.Object.Raw[:0]
+		var we metav1.WatchEvent
 		if _, _, err := rawProtobufSerializer.Decode(frame, nil, &we); err != nil {
-			return Event[T]{}, err
+			return rawEvent{}, err
 		}
-		return r.event(watch.EventType(we.Type), we.Object.Raw, mimeProtobuf)
+		return rawEvent{Type: watch.EventType(we.Type), Object: we.Object.Raw}, nil
 	}
 }
 

@@ -435,3 +435,46 @@ func TestReflectorFallsBackToListWatch(t *testing.T) {
 		t.Fatalf("streaming list tried %d times, want once", n)
 	}
 }
+
+// TestResyncAndRemoval: a handler with a resync period is told every object again as an
+// update; a handler with none is not; a removed handler hears nothing more.
+func TestResyncAndRemoval(t *testing.T) {
+	c := newClient(t, apiserverURL(t))
+	ns := testNamespace(t, c)
+	pods := client.Resource[*corev1.Pod](c, "pods").Namespace(ns)
+	createPods(t, pods, 3)
+	inf := cache.NewInformer[*corev1.Pod]("pods", pods)
+	var resynced, quiet, removed atomic.Int64
+	inf.AddHandler(cache.Handler[*corev1.Pod]{OnUpdate: func(old, p *corev1.Pod) {
+		if old.ResourceVersion == p.ResourceVersion {
+			resynced.Add(1)
+		}
+	}}, 100*time.Millisecond)
+	inf.AddHandler(cache.Handler[*corev1.Pod]{OnUpdate: func(_, _ *corev1.Pod) { quiet.Add(1) }}, 0)
+	reg := inf.AddHandler(cache.Handler[*corev1.Pod]{OnAdd: func(*corev1.Pod, bool) { removed.Add(1) }}, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { inf.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	if !cache.WaitForCacheSync(ctx, inf.HasSynced, reg.HasSynced) {
+		t.Fatal("no sync")
+	}
+	reg.Remove()
+	before := removed.Load()
+	if _, err := pods.Create(ctx, pod("after-removal", 0)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for resynced.Load() < 6 { // two rounds of three pods
+		if time.Now().After(deadline) {
+			t.Fatalf("resyncs seen: %d", resynced.Load())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if quiet.Load() != 0 {
+		t.Fatalf("a handler without resync got %d updates", quiet.Load())
+	}
+	if removed.Load() != before {
+		t.Fatalf("a removed handler was told of %d more adds", removed.Load()-before)
+	}
+}

@@ -27,9 +27,11 @@ type Informer[T Object] struct {
 	fifo      *DeltaFIFO[T]
 	reflector *Reflector[T]
 
-	mu        sync.Mutex // guards listeners, ctx; held while a delta is processed
+	mu        sync.Mutex // guards listeners, ctx, stopped; held while a delta is processed
 	listeners []*listener[T]
 	ctx       context.Context
+	stopped   bool
+	handlers  sync.WaitGroup // every listener goroutine
 	poke      chan struct{} // wakes the resync loop when handlers change
 }
 
@@ -45,7 +47,11 @@ func WithTransform[T Object](f func(T) T) InformerOption[T] {
 
 // WithIndexers adds indexers besides the namespace index.
 func WithIndexers[T Object](ix Indexers[T]) InformerOption[T] {
-	return func(i *Informer[T]) { _ = i.indexer.AddIndexers(ix) }
+	return func(i *Informer[T]) {
+		if err := i.indexer.AddIndexers(ix); err != nil {
+			panic(err) // a name clash is a programming error, found when the informer is made
+		}
+	}
 }
 
 // WithSelectors narrows the informer to objects matching label and field selectors.
@@ -93,7 +99,7 @@ func (i *Informer[T]) Run(ctx context.Context) {
 	i.mu.Lock()
 	i.ctx = ctx
 	for _, l := range i.listeners {
-		l.start(ctx, &wg)
+		l.start(ctx, &i.handlers)
 	}
 	i.mu.Unlock()
 	wg.Add(2)
@@ -117,11 +123,13 @@ func (i *Informer[T]) Run(ctx context.Context) {
 	}
 	cancel()
 	i.mu.Lock()
+	i.stopped = true
 	for _, l := range i.listeners {
 		l.stop()
 	}
 	i.mu.Unlock()
 	wg.Wait()
+	i.handlers.Wait()
 }
 
 // process stores one key's deltas and notifies the handlers; it runs under the FIFO's lock,
@@ -138,7 +146,10 @@ func (i *Informer[T]) process(_ string, deltas []Delta[T], isInInitialList bool)
 			i.notify(notification[T]{kind: deleted, obj: obj, unknown: d.FinalStateUnknown}, false)
 		case exists:
 			i.indexer.Update(obj)
-			i.notify(notification[T]{kind: updated, old: old, obj: obj}, d.Type == Sync)
+			// A relist's Replaced of an unchanged object is no news: like a Sync, only
+			// handlers that asked for resyncs hear of it.
+			unchanged := d.Type == Sync || (d.Type == Replaced && old.GetResourceVersion() == obj.GetResourceVersion())
+			i.notify(notification[T]{kind: updated, old: old, obj: obj}, unchanged)
 		default:
 			i.indexer.Add(obj)
 			i.notify(notification[T]{kind: added, obj: obj, initial: isInInitialList}, false)
@@ -170,17 +181,22 @@ func (r Registration) Remove() { r.remove() }
 
 // AddHandler registers h. A handler added after the informer started is first told the current
 // state (as adds in the initial list). resync > 0 also delivers every object as an update that
-// often.
+// often. After Run has returned a handler is never run, and its registration never syncs.
 func (i *Informer[T]) AddHandler(h Handler[T], resync time.Duration) Registration {
 	l := newListener(h, resync)
 	i.mu.Lock()
+	if i.stopped {
+		// Nothing will run it: a registration that never syncs.
+		i.mu.Unlock()
+		return Registration{hasSynced: func() bool { return false }, remove: func() {}}
+	}
 	i.listeners = append(i.listeners, l)
 	if i.ctx != nil {
 		// Started: the store is the state so far; the deltas after it follow under this lock.
 		for _, obj := range i.indexer.List() {
 			l.push(notification[T]{kind: added, obj: obj, initial: true})
 		}
-		l.start(i.ctx, nil)
+		l.start(i.ctx, &i.handlers)
 	}
 	i.mu.Unlock()
 	select {

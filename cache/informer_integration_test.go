@@ -478,3 +478,30 @@ func TestResyncAndRemoval(t *testing.T) {
 		t.Fatalf("a removed handler was told of %d more adds", removed.Load()-before)
 	}
 }
+
+// TestAllNamespacesAndStoppedInformer: Namespace("") lists every namespace; a handler added
+// after Run returned is never run.
+func TestAllNamespacesAndStoppedInformer(t *testing.T) {
+	c := newClient(t, apiserverURL(t))
+	ns := testNamespace(t, c)
+	createPods(t, client.Resource[*corev1.Pod](c, "pods").Namespace(ns), 2)
+	inf := cache.NewInformer[*corev1.Pod]("pods", client.Resource[*corev1.Pod](c, "pods"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { inf.Run(ctx); close(done) }()
+	if !cache.WaitForCacheSync(ctx, inf.HasSynced) {
+		t.Fatal("no sync")
+	}
+	all, one := inf.Lister().Namespace("").List(labels.Everything()), inf.Lister().Namespace(ns).List(labels.Everything())
+	if len(one) != 2 || len(all) < len(one) || len(all) != len(inf.Lister().List(labels.Everything())) {
+		t.Fatalf("namespace %s: %d pods, all namespaces: %d", ns, len(one), len(all))
+	}
+	cancel()
+	<-done
+	var calls atomic.Int64
+	reg := inf.AddHandler(cache.Handler[*corev1.Pod]{OnAdd: func(*corev1.Pod, bool) { calls.Add(1) }}, 0)
+	time.Sleep(100 * time.Millisecond)
+	if calls.Load() != 0 || reg.HasSynced() {
+		t.Fatalf("a handler added to a stopped informer ran %d times (synced %v)", calls.Load(), reg.HasSynced())
+	}
+}

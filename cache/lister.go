@@ -19,7 +19,7 @@ func (l Lister[T]) List(sel labels.Selector) []T {
 	return filter(l.indexer.List(), sel)
 }
 
-// Namespace narrows the lister to one namespace.
+// Namespace narrows the lister to one namespace ("" = all of them).
 func (l Lister[T]) Namespace(ns string) NamespaceLister[T] {
 	return NamespaceLister[T]{indexer: l.indexer, ns: ns}
 }
@@ -32,6 +32,9 @@ type NamespaceLister[T Object] struct {
 
 // List returns the namespace's objects matching sel.
 func (l NamespaceLister[T]) List(sel labels.Selector) []T {
+	if l.ns == "" { // metav1.NamespaceAll
+		return filter(l.indexer.List(), sel)
+	}
 	objs, err := l.indexer.ByIndex(NamespaceIndex, l.ns)
 	if err != nil {
 		return nil

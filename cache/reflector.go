@@ -1,6 +1,9 @@
 package cache
 
 import (
+	"fmt"
+	"reflect"
+	"sync/atomic"
 	"context"
 	"errors"
 	"log/slog"
@@ -44,18 +47,31 @@ type Reflector[T Object] struct {
 	Transform func(T) T
 	// useWatchList is cleared when the server refuses streaming initial lists.
 	useWatchList bool
-	// lastRV is the newest resourceVersion seen; "" means a consistent relist is needed.
-	lastRV string
+	// lastRV is the newest resourceVersion seen; "" means a consistent relist is needed. Only
+	// Run's goroutine writes it; LastSyncResourceVersion reads it from anywhere.
+	lastRV atomic.Value
 	name   string
 }
 
 // NewReflector makes a reflector from lw into sink; name labels its log lines.
 func NewReflector[T Object](name string, lw ListerWatcher[T], sink Sink[T]) *Reflector[T] {
-	return &Reflector[T]{lw: lw, sink: sink, useWatchList: true, lastRV: "0", name: name}
+	r := &Reflector[T]{lw: lw, sink: sink, useWatchList: true, name: name}
+	r.setRV("0")
+	return r
 }
 
 // LastSyncResourceVersion is the newest resourceVersion the reflector has seen.
-func (r *Reflector[T]) LastSyncResourceVersion() string { return r.lastRV }
+func (r *Reflector[T]) LastSyncResourceVersion() string { return r.lastRV.Load().(string) }
+
+func (r *Reflector[T]) setRV(rv string) { r.lastRV.Store(rv) }
+
+// forgetRV makes the next list a consistent one when the server cannot serve our
+// resourceVersion: too old (410) or newer than it has (504 after an etcd restore).
+func (r *Reflector[T]) forgetRV(err error) {
+	if client.IsExpired(err) || apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
+		r.setRV("")
+	}
+}
 
 // Run lists and watches until ctx is cancelled, backing off exponentially (with jitter) after
 // failures.
@@ -102,22 +118,30 @@ func (r *Reflector[T]) listAndWatch(ctx context.Context) error {
 			return err
 		}
 	}
+	retry := newBackoff()
 	for {
 		if w == nil {
 			var err error
 			w, err = r.lw.Watch(ctx, metav1.ListOptions{
-				ResourceVersion: r.lastRV, AllowWatchBookmarks: true, LabelSelector: r.LabelSelector, FieldSelector: r.FieldSelector,
+				ResourceVersion: r.LastSyncResourceVersion(), AllowWatchBookmarks: true, LabelSelector: r.LabelSelector, FieldSelector: r.FieldSelector,
 				TimeoutSeconds: ptr(int64(300 + rand.IntN(300))),
 			})
-			if client.IsExpired(err) {
-				r.lastRV = ""
+			r.forgetRV(err)
+			switch {
+			case err == nil:
+			case r.LastSyncResourceVersion() == "" || !retriable(err):
 				return err
-			}
-			if err != nil {
-				return err
+			default:
+				// The server is restarting or busy: our state is still good, so wait and
+				// resume the watch instead of listing everything again.
+				if !retry.wait(ctx) {
+					return nil
+				}
+				continue
 			}
 		}
-		err := r.follow(ctx, w)
+		started := time.Now()
+		events, err := r.follow(ctx, w)
 		w.Stop()
 		w = nil
 		if err != nil {
@@ -126,22 +150,63 @@ func (r *Reflector[T]) listAndWatch(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		if events == 0 && time.Since(started) < time.Second {
+			// A watch that ends at once, empty, would otherwise be retried in a tight loop.
+			if !retry.wait(ctx) {
+				return nil
+			}
+			continue
+		}
+		retry.reset()
 		// The watch ended normally (timeout, server restart): resume from lastRV.
+	}
+}
+
+// retriable errors are the server's passing troubles: it is unreachable, overloaded or
+// timing out.
+func retriable(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return true // no answer at all: a connection error
+	}
+	return apierrors.IsTooManyRequests(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsServerTimeout(err) ||
+		apierrors.IsTimeout(err) || apierrors.IsInternalError(err)
+}
+
+// backoff is a jittered exponential wait, 800 ms doubling to 30 s.
+type backoff struct{ next time.Duration }
+
+func newBackoff() *backoff { return &backoff{next: 800 * time.Millisecond} }
+
+func (b *backoff) reset() { b.next = 800 * time.Millisecond }
+
+// wait sleeps for the next interval; it reports false if ctx ended first.
+func (b *backoff) wait(ctx context.Context) bool {
+	d := b.next/2 + rand.N(b.next/2+1)
+	b.next = min(2*b.next, 30*time.Second)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
 // list reads the whole state page by page and replaces the sink's with it.
 func (r *Reflector[T]) list(ctx context.Context) error {
-	opts := metav1.ListOptions{ResourceVersion: r.lastRV, LabelSelector: r.LabelSelector, FieldSelector: r.FieldSelector, Limit: r.PageSize}
+	opts := metav1.ListOptions{ResourceVersion: r.LastSyncResourceVersion(), LabelSelector: r.LabelSelector, FieldSelector: r.FieldSelector, Limit: r.PageSize}
 	if opts.Limit <= 0 {
 		opts.Limit = 500
 	}
 	var items []T
 	for {
 		page, err := r.lw.List(ctx, opts)
-		if client.IsExpired(err) && opts.ResourceVersion != "" {
-			// Too old even to list at (or the continue token expired): take the current state.
-			r.lastRV = ""
+		if client.IsExpired(err) && (opts.ResourceVersion != "" || opts.Continue != "") {
+			// Too old even to list at, or the continue token expired while paging: start over
+			// from the current state (once: a consistent first page cannot expire).
+			r.setRV("")
 			return r.list(ctx)
 		}
 		if err != nil {
@@ -154,7 +219,7 @@ func (r *Reflector[T]) list(ctx context.Context) error {
 			if err := r.sink.Replace(items, page.ResourceVersion); err != nil {
 				return err
 			}
-			r.lastRV = page.ResourceVersion
+			r.setRV(page.ResourceVersion)
 			return nil
 		}
 		opts.Continue, opts.ResourceVersion = page.Continue, ""
@@ -166,15 +231,19 @@ func (r *Reflector[T]) list(ctx context.Context) error {
 // following the changes after it.
 func (r *Reflector[T]) watchList(ctx context.Context) (*client.Watch[T], error) {
 	send := true
+	// The first streamed list is a consistent one (as client-go's is): synced then means
+	// "as of when we started", not "as of whatever the server's cache had".
+	rv := r.LastSyncResourceVersion()
+	if rv == "0" {
+		rv = ""
+	}
 	w, err := r.lw.Watch(ctx, metav1.ListOptions{
 		SendInitialEvents: &send, AllowWatchBookmarks: true, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
-		ResourceVersion: r.lastRV, LabelSelector: r.LabelSelector, FieldSelector: r.FieldSelector,
+		ResourceVersion: rv, LabelSelector: r.LabelSelector, FieldSelector: r.FieldSelector,
 		TimeoutSeconds: ptr(int64(300 + rand.IntN(300))),
 	})
 	if err != nil {
-		if client.IsExpired(err) {
-			r.lastRV = ""
-		}
+		r.forgetRV(err)
 		return nil, err
 	}
 	var items []T
@@ -188,6 +257,13 @@ func (r *Reflector[T]) watchList(ctx context.Context) (*client.Watch[T], error) 
 				return nil, errors.New("watch ended before the initial list was complete")
 			}
 			switch ev.Type {
+			case watch.Added, watch.Bookmark:
+				if isNil(ev.Object) {
+					w.Stop()
+					return nil, fmt.Errorf("%s event without an object", ev.Type)
+				}
+			}
+			switch ev.Type {
 			case watch.Added:
 				items = append(items, r.transform(ev.Object))
 			case watch.Bookmark:
@@ -197,11 +273,12 @@ func (r *Reflector[T]) watchList(ctx context.Context) (*client.Watch[T], error) 
 						w.Stop()
 						return nil, err
 					}
-					r.lastRV = rv
+					r.setRV(rv)
 					return w, nil
 				}
 			case watch.Error:
 				w.Stop()
+				r.forgetRV(ev.Err)
 				return nil, ev.Err
 			default:
 				w.Stop()
@@ -211,16 +288,25 @@ func (r *Reflector[T]) watchList(ctx context.Context) (*client.Watch[T], error) 
 	}
 }
 
-// follow applies watch events to the sink until the watch ends. It returns an error only when
-// the state must be relisted.
-func (r *Reflector[T]) follow(ctx context.Context, w *client.Watch[T]) error {
+// follow applies watch events to the sink until the watch ends and returns how many it saw.
+// It returns an error only when the state must be listed again.
+func (r *Reflector[T]) follow(ctx context.Context, w *client.Watch[T]) (int, error) {
+	n := 0
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return n, nil
 		case ev, ok := <-w.Events:
 			if !ok {
-				return nil
+				return n, nil
+			}
+			n++
+			if ev.Type == watch.Error {
+				r.forgetRV(ev.Err)
+				return n, ev.Err
+			}
+			if isNil(ev.Object) {
+				return n, fmt.Errorf("%s event without an object", ev.Type)
 			}
 			var err error
 			switch ev.Type {
@@ -230,21 +316,20 @@ func (r *Reflector[T]) follow(ctx context.Context, w *client.Watch[T]) error {
 				err = r.sink.Update(r.transform(ev.Object))
 			case watch.Deleted:
 				err = r.sink.Delete(r.transform(ev.Object))
-			case watch.Bookmark:
-			case watch.Error:
-				if client.IsExpired(ev.Err) {
-					r.lastRV = ""
-				}
-				return ev.Err
 			}
 			if err != nil {
-				return err
+				return n, err
 			}
-			if ev.Object.GetResourceVersion() != "" {
-				r.lastRV = ev.Object.GetResourceVersion()
+			if rv := ev.Object.GetResourceVersion(); rv != "" {
+				r.setRV(rv)
 			}
 		}
 	}
+}
+
+// isNil reports whether a typed object pointer is nil.
+func isNil[T Object](obj T) bool {
+	return reflect.ValueOf(obj).IsNil()
 }
 
 func (r *Reflector[T]) transform(obj T) T {

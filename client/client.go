@@ -172,15 +172,18 @@ func (c *Client) do(ctx context.Context, req *request) (*http.Response, error) {
 		case err != nil:
 			return nil, err
 		case resp.StatusCode == http.StatusTooManyRequests && retry:
-			if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
-				backoff = time.Duration(s) * time.Second
-			}
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 		default:
 			return resp, nil
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
+		if resp != nil {
+			// The server's Retry-After is the least we wait.
+			if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+				wait = max(wait, time.Duration(s)*time.Second)
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -227,9 +230,13 @@ func decode(contentType string, data []byte, into runtime.Object) error {
 	if mt == mimeProtobuf {
 		dec = protobufSerializer
 	}
-	_, _, err := dec.Decode(data, nil, into)
+	got, _, err := dec.Decode(data, nil, into)
 	if err != nil {
 		return fmt.Errorf("client: decode %s response: %w", mt, err)
+	}
+	if got != into {
+		// The server sent another kind (a handle on the wrong resource): not a success.
+		return fmt.Errorf("client: the response is a %s, not a %T", got.GetObjectKind().GroupVersionKind().Kind, into)
 	}
 	return nil
 }

@@ -253,3 +253,16 @@ func TestRateLimit(t *testing.T) {
 		t.Fatalf("5 requests at 4 qps (burst 1) took only %v", elapsed)
 	}
 }
+
+// TestWrongResourceIsAnError: a handle whose type does not match the resource it names fails
+// instead of returning empty objects.
+func TestWrongResourceIsAnError(t *testing.T) {
+	c := newClient(t)
+	wrong := client.Resource[*corev1.Pod](c, "services").Namespace("default")
+	if _, err := wrong.List(context.Background(), metav1.ListOptions{}); err == nil {
+		t.Fatal("a pod handle on services listed without error")
+	}
+	if _, err := wrong.Get(context.Background(), "kubernetes"); err == nil {
+		t.Fatal("a pod handle on services read the kubernetes service without error")
+	}
+}

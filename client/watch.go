@@ -1,6 +1,8 @@
 package client
 
 import (
+	"errors"
+	"net"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -18,7 +20,8 @@ import (
 
 // Event is one decoded watch event. For BOOKMARK events Object carries only the
 // resourceVersion (and, at the end of a streamed initial list, the
-// k8s.io/initial-events-end annotation). An ERROR event carries Err instead of an Object.
+// k8s.io/initial-events-end annotation). An ERROR event carries Err instead of an Object: the
+// server's Status, or why the stream could not be read; it is the last event of its watch.
 type Event[T Object] struct {
 	Type   watch.EventType
 	Object T
@@ -97,7 +100,17 @@ func (r *Typed[T]) decodeInParallel(ctx context.Context, stop func(), read func(
 			raw, err := read()
 			if err != nil {
 				// A stream that ends (timeout, server shutdown, Stop) is the normal end of a
-				// watch; the caller starts a new one from the last resourceVersion it saw.
+				// watch: the caller starts a new one from the last resourceVersion it saw.
+				// Anything else is reported, so the caller backs off instead of resuming
+				// straight into the same broken stream.
+				if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+					out := make(chan result, 1)
+					out <- result{err: err}
+					select {
+					case order <- out:
+					case <-ctx.Done():
+					}
+				}
 				return
 			}
 			out := make(chan result, 1)
@@ -128,11 +141,14 @@ func (r *Typed[T]) decodeInParallel(ctx context.Context, stop func(), read func(
 				return
 			}
 			if res.err != nil {
-				return
+				res.ev = Event[T]{Type: watch.Error, Err: fmt.Errorf("client: watch stream: %w", res.err)}
 			}
 			select {
 			case events <- res.ev:
 			case <-ctx.Done():
+				return
+			}
+			if res.err != nil {
 				return
 			}
 		}
@@ -185,6 +201,14 @@ func (r *Typed[T]) event(typ watch.EventType, data []byte, contentType string) (
 			return Event[T]{}, err
 		}
 		return Event[T]{Type: typ, Err: &apierrors.StatusError{ErrStatus: *status}}, nil
+	}
+	switch typ {
+	case watch.Added, watch.Modified, watch.Deleted, watch.Bookmark:
+	default:
+		return Event[T]{}, fmt.Errorf("unknown watch event type %q", typ)
+	}
+	if len(data) == 0 {
+		return Event[T]{}, fmt.Errorf("%s event without an object", typ)
 	}
 	obj := r.newObject()
 	if err := decode(contentType, data, obj); err != nil {

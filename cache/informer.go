@@ -32,7 +32,7 @@ type Informer[T Object] struct {
 	ctx       context.Context
 	stopped   bool
 	handlers  sync.WaitGroup // every listener goroutine
-	poke      chan struct{} // wakes the resync loop when handlers change
+	poke      chan struct{}  // wakes the resync loop when handlers change
 }
 
 // InformerOption configures an Informer.

@@ -1,13 +1,13 @@
 package cache
 
 import (
-	"fmt"
-	"reflect"
-	"sync/atomic"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"reflect"
+	"sync/atomic"
 	"time"
 
 	"github.com/kplane/kplane/client"

@@ -1,14 +1,14 @@
 package client
 
 import (
-	"errors"
-	"net"
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"runtime"
 	"sync"

@@ -144,6 +144,15 @@ func (r *Reflector[T]) listAndWatch(ctx context.Context) error {
 		events, err := r.follow(ctx, w)
 		w.Stop()
 		w = nil
+		if err != nil && r.LastSyncResourceVersion() != "" && retriable(err) {
+			// The stream broke (or the server had a passing trouble): everything before the
+			// break was applied, so resume from there after a pause rather than relist.
+			slog.Info("reflector: watch broke, resuming", "resource", r.name, "err", err)
+			if !retry.wait(ctx) {
+				return nil
+			}
+			continue
+		}
 		if err != nil {
 			return err
 		}

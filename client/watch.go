@@ -103,7 +103,7 @@ func (r *Typed[T]) decodeInParallel(ctx context.Context, stop func(), read func(
 				// watch: the caller starts a new one from the last resourceVersion it saw.
 				// Anything else is reported, so the caller backs off instead of resuming
 				// straight into the same broken stream.
-				if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+				if err != io.EOF && ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
 					out := make(chan result, 1)
 					out <- result{err: err}
 					select {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/kplane/kplane/apiserver/registry"
+	"github.com/kplane/kplane/scheme"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,21 +20,21 @@ import (
 )
 
 const (
-	mimeJSON     = "application/json"
+	mimeJSON     = scheme.MediaTypeJSON
 	mimeYAML     = "application/yaml"
-	mimeProtobuf = "application/vnd.kubernetes.protobuf"
+	mimeProtobuf = scheme.MediaTypeProtobuf
 	// maxBodyBytes is Kubernetes' request size limit.
 	maxBodyBytes = 3 << 20
 )
 
 var (
-	jsonSerializer       = json.NewSerializerWithOptions(json.DefaultMetaFactory, registry.Scheme, registry.Scheme, json.SerializerOptions{})
+	jsonSerializer       = scheme.JSON
 	strictJSONSerializer = json.NewSerializerWithOptions(json.DefaultMetaFactory, registry.Scheme, registry.Scheme, json.SerializerOptions{Strict: true})
 	yamlSerializer       = json.NewSerializerWithOptions(json.DefaultMetaFactory, registry.Scheme, registry.Scheme, json.SerializerOptions{Yaml: true})
 	strictYAMLSerializer = json.NewSerializerWithOptions(json.DefaultMetaFactory, registry.Scheme, registry.Scheme, json.SerializerOptions{Yaml: true, Strict: true})
-	protobufSerializer   = protobuf.NewSerializer(registry.Scheme, registry.Scheme)
+	protobufSerializer   = scheme.Protobuf
 	// rawProtobufSerializer encodes without the "k8s\x00" envelope, as watch frames do.
-	rawProtobufSerializer = protobuf.NewRawSerializer(registry.Scheme, registry.Scheme)
+	rawProtobufSerializer = scheme.RawProtobuf
 )
 
 func init() {

@@ -50,9 +50,8 @@ func predicate(res *resource, r *http.Request) (storage.Predicate, error) {
 		return p, apierrors.NewBadRequest(fmt.Sprintf("invalid field selector: %v", err))
 	}
 	// Every field a selector names must be one the resource supports.
-	supported := res.strategy.SelectableFields(res.strategy.NewObject())
 	for _, req := range p.Field.Requirements() {
-		if _, ok := supported[req.Field]; !ok {
+		if _, ok := res.selectable[req.Field]; !ok {
 			return p, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", req.Field))
 		}
 	}

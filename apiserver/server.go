@@ -40,6 +40,8 @@ type resource struct {
 	info     *registry.Info
 	store    *storage.Store
 	claims   storage.ClaimsFunc
+	// selectable are the field names field selectors may use.
+	selectable fields.Set
 }
 
 // Server is the API server's HTTP handler.
@@ -57,7 +59,8 @@ func New(cfg Config) *Server {
 	for _, st := range registry.All(cfg.ServiceAllocation) {
 		info := st.Describe()
 		st := st
-		r := &resource{strategy: st, info: info, claims: func(o storage.Object) []string { return st.ClaimsOf(o) }}
+		r := &resource{strategy: st, info: info, claims: func(o storage.Object) []string { return st.ClaimsOf(o) },
+			selectable: st.SelectableFields(st.NewObject())}
 		r.store = storage.NewStore(cfg.Etcd, StorageCodec{}, storage.ResourceConfig{
 			GroupResource: info.GroupResource(),
 			Kind:          info.GVK(),

@@ -58,13 +58,23 @@ func newClient(t *testing.T, url string) *client.Client {
 }
 
 func testNamespace(t *testing.T, c *client.Client) string {
+	return testserver.Namespace(t, c, "cache-test-")
+}
+
+// runInformer runs inf until the returned stop is called (or the test ends) and waits for it
+// and every extra synced func to sync. stop cancels Run and waits for it to return.
+func runInformer(t *testing.T, inf *cache.Informer[*corev1.Pod], synced ...func() bool) (ctx context.Context, stop func()) {
 	t.Helper()
-	ns, err := client.Resource[*corev1.Namespace](c, "namespaces").Create(context.Background(),
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "cache-test-"}})
-	if err != nil {
-		t.Fatal(err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { inf.Run(ctx); close(done) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	if !cache.WaitForCacheSync(ctx, append(synced, inf.HasSynced)...) {
+		t.Fatal("informer did not sync")
 	}
-	return ns.Name
+	return ctx, stop
 }
 
 func pod(name string, gen int) *corev1.Pod {
@@ -311,13 +321,7 @@ func TestInformerSurvivesCutsAndExpiredHistory(t *testing.T) {
 	inf := cache.NewInformer[*corev1.Pod]("pods", client.Resource[*corev1.Pod](viaProxy, "pods").Namespace(ns))
 	rec := newRecorder()
 	inf.AddHandler(rec.handler(), 0)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { inf.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	if !cache.WaitForCacheSync(ctx, inf.HasSynced) {
-		t.Fatal("no sync")
-	}
+	ctx, _ := runInformer(t, inf)
 
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := 0; round < 4; round++ {
@@ -366,15 +370,9 @@ func TestInformerStopsCleanly(t *testing.T) {
 	before := runtime.NumGoroutine()
 	inf := cache.NewInformer[*corev1.Pod]("pods", client.Resource[*corev1.Pod](c, "pods").Namespace(ns))
 	inf.AddHandler(newRecorder().handler(), time.Second)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { inf.Run(ctx); close(done) }()
-	if !cache.WaitForCacheSync(ctx, inf.HasSynced) {
-		t.Fatal("no sync")
-	}
+	_, stop := runInformer(t, inf)
 	inf.AddHandler(newRecorder().handler(), 0) // a late handler's goroutine must end too
-	cancel()
-	<-done
+	stop()
 	transport.CloseIdleConnections()
 	deadline := time.Now().Add(5 * time.Second)
 	for runtime.NumGoroutine() > before {
@@ -413,13 +411,7 @@ func TestReflectorFallsBackToListWatch(t *testing.T) {
 	inf := cache.NewInformer[*corev1.Pod]("pods", older)
 	rec := newRecorder()
 	inf.AddHandler(rec.handler(), 0)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { inf.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	if !cache.WaitForCacheSync(ctx, inf.HasSynced) {
-		t.Fatal("no sync")
-	}
+	ctx, _ := runInformer(t, inf)
 	if _, err := pods.Create(ctx, pod("late", 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -452,13 +444,7 @@ func TestResyncAndRemoval(t *testing.T) {
 	}}, 100*time.Millisecond)
 	inf.AddHandler(cache.Handler[*corev1.Pod]{OnUpdate: func(_, _ *corev1.Pod) { quiet.Add(1) }}, 0)
 	reg := inf.AddHandler(cache.Handler[*corev1.Pod]{OnAdd: func(*corev1.Pod, bool) { removed.Add(1) }}, 0)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { inf.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	if !cache.WaitForCacheSync(ctx, inf.HasSynced, reg.HasSynced) {
-		t.Fatal("no sync")
-	}
+	ctx, _ := runInformer(t, inf, reg.HasSynced)
 	reg.Remove()
 	before := removed.Load()
 	if _, err := pods.Create(ctx, pod("after-removal", 0)); err != nil {
@@ -486,18 +472,12 @@ func TestAllNamespacesAndStoppedInformer(t *testing.T) {
 	ns := testNamespace(t, c)
 	createPods(t, client.Resource[*corev1.Pod](c, "pods").Namespace(ns), 2)
 	inf := cache.NewInformer[*corev1.Pod]("pods", client.Resource[*corev1.Pod](c, "pods"))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { inf.Run(ctx); close(done) }()
-	if !cache.WaitForCacheSync(ctx, inf.HasSynced) {
-		t.Fatal("no sync")
-	}
+	_, stop := runInformer(t, inf)
 	all, one := inf.Lister().Namespace("").List(labels.Everything()), inf.Lister().Namespace(ns).List(labels.Everything())
 	if len(one) != 2 || len(all) < len(one) || len(all) != len(inf.Lister().List(labels.Everything())) {
 		t.Fatalf("namespace %s: %d pods, all namespaces: %d", ns, len(one), len(all))
 	}
-	cancel()
-	<-done
+	stop()
 	var calls atomic.Int64
 	reg := inf.AddHandler(cache.Handler[*corev1.Pod]{OnAdd: func(*corev1.Pod, bool) { calls.Add(1) }}, 0)
 	time.Sleep(100 * time.Millisecond)

@@ -27,8 +27,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer/json"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -110,15 +108,15 @@ func FromKubeconfig(path string, qps float32, burst int) (*Client, error) {
 }
 
 const (
-	mimeJSON     = "application/json"
-	mimeProtobuf = "application/vnd.kubernetes.protobuf"
+	mimeJSON     = scheme.MediaTypeJSON
+	mimeProtobuf = scheme.MediaTypeProtobuf
 	accept       = mimeProtobuf + ", " + mimeJSON
 )
 
 var (
-	protobufSerializer    = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
-	rawProtobufSerializer = protobuf.NewRawSerializer(scheme.Scheme, scheme.Scheme)
-	jsonSerializer        = json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, json.SerializerOptions{})
+	protobufSerializer    = scheme.Protobuf
+	rawProtobufSerializer = scheme.RawProtobuf
+	jsonSerializer        = scheme.JSON
 	parameterCodec        = runtime.NewParameterCodec(scheme.Scheme)
 )
 

@@ -47,13 +47,7 @@ func newClient(t *testing.T) *client.Client {
 }
 
 func testNamespace(t *testing.T, c *client.Client) string {
-	t.Helper()
-	ns, err := client.Resource[*corev1.Namespace](c, "namespaces").Create(context.Background(),
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "client-test-"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
+	return testserver.Namespace(t, c, "client-test-")
 }
 
 func pod(name string, labels map[string]string) *corev1.Pod {

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 )
 
@@ -37,3 +39,18 @@ func init() {
 	utilruntime.Must(metav1.AddMetaToScheme(Scheme))
 	Codecs = serializer.NewCodecFactory(Scheme)
 }
+
+// The media types and serializers the server and the client share.
+const (
+	MediaTypeJSON     = "application/json"
+	MediaTypeProtobuf = "application/vnd.kubernetes.protobuf"
+)
+
+var (
+	// JSON encodes and decodes JSON without strictness.
+	JSON = json.NewSerializerWithOptions(json.DefaultMetaFactory, Scheme, Scheme, json.SerializerOptions{})
+	// Protobuf is Kubernetes protobuf with the "k8s\x00" envelope (bodies, stored objects).
+	Protobuf = protobuf.NewSerializer(Scheme, Scheme)
+	// RawProtobuf has no envelope, as the frames of protobuf watch streams.
+	RawProtobuf = protobuf.NewRawSerializer(Scheme, Scheme)
+)

@@ -6,9 +6,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"testing"
 	"time"
 
 	"github.com/kplane/kplane/apiserver"
+	"github.com/kplane/kplane/client"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Start starts an apiserver with test settings (free port, temporary data dir, no fsync),
@@ -52,4 +56,15 @@ func (s *Server) Stop() error {
 	err := s.Instance.Stop()
 	os.RemoveAll(s.dir)
 	return err
+}
+
+// Namespace creates a namespace named prefix plus a random suffix, so each test works in its own.
+func Namespace(t testing.TB, c *client.Client, prefix string) string {
+	t.Helper()
+	ns, err := client.Resource[*corev1.Namespace](c, "namespaces").Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
 }

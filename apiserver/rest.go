@@ -216,8 +216,8 @@ func (s *Server) checkNamespace(ctx context.Context, res *resource, ns string) e
 	}
 	nsStore := s.resources[namespacesGVR].store
 	obj, err := nsStore.GetCached("", ns)
-	if apierrors.IsNotFound(err) {
-		// The cache may lag a namespace created a moment ago.
+	if apierrors.IsNotFound(err) || (err == nil && obj.GetDeletionTimestamp() == nil && s.terminatedRecently(ns)) {
+		// The cache may lag a namespace created or deleted a moment ago.
 		obj, err = nsStore.Get(ctx, "", ns)
 	}
 	if err != nil {
@@ -578,6 +578,9 @@ func (s *Server) deleteObject(ctx context.Context, res *resource, ns, name strin
 		if err != nil {
 			return nil, err
 		}
+		if isNS && !dry {
+			s.noteTerminated(name)
+		}
 		if deletionComplete(updated) && !dry {
 			// Nothing left to wait for (a namespace without spec finalizers): remove it now.
 			rv := updated.GetResourceVersion()
@@ -601,6 +604,31 @@ func or(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// terminatedRecently reports whether this server marked the namespace Terminating within the
+// last minute, long enough for any watch cache to catch up.
+func (s *Server) terminatedRecently(ns string) bool {
+	s.terminatingMu.Lock()
+	defer s.terminatingMu.Unlock()
+	at, ok := s.recentlyTerminated[ns]
+	if ok && time.Since(at) > time.Minute {
+		delete(s.recentlyTerminated, ns)
+		return false
+	}
+	return ok
+}
+
+// noteTerminated records that ns was just marked Terminating, forgetting old entries.
+func (s *Server) noteTerminated(ns string) {
+	s.terminatingMu.Lock()
+	defer s.terminatingMu.Unlock()
+	for name, at := range s.recentlyTerminated {
+		if time.Since(at) > time.Minute {
+			delete(s.recentlyTerminated, name)
+		}
+	}
+	s.recentlyTerminated[ns] = time.Now()
 }
 
 // protectedNamespaces are the namespaces a cluster cannot work without.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/kplane/kplane/apiserver/registry"
 	"github.com/kplane/kplane/storage"
@@ -51,11 +52,16 @@ type Server struct {
 	ordered   []*resource
 	ready     atomic.Bool
 	openapi   openAPICache
+	// recentlyTerminated holds namespaces this server moved to Terminating in the last
+	// minute (name → time); creates in them look the namespace up in etcd, because the
+	// watch cache may not have seen the deletion yet.
+	terminatingMu      sync.Mutex
+	recentlyTerminated map[string]time.Time
 }
 
 // New builds the server's resources and stores; Run starts them.
 func New(cfg Config) *Server {
-	s := &Server{cfg: cfg, resources: map[schema.GroupVersionResource]*resource{}}
+	s := &Server{cfg: cfg, resources: map[schema.GroupVersionResource]*resource{}, recentlyTerminated: map[string]time.Time{}}
 	for _, st := range registry.All(cfg.ServiceAllocation) {
 		info := st.Describe()
 		st := st

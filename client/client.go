@@ -87,10 +87,18 @@ func New(cfg Config) (*Client, error) {
 // there is none, the in-cluster service account config, and makes a client from it with the
 // given QPS and burst (0 = defaults).
 func FromKubeconfig(path string, qps float32, burst int) (*Client, error) {
+	return FromKubeconfigAndMaster(path, "", qps, burst)
+}
+
+// FromKubeconfigAndMaster is FromKubeconfig with the server's address replaced by master when
+// it is not empty (the --master flag of Kubernetes components).
+func FromKubeconfigAndMaster(path, master string, qps float32, burst int) (*Client, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = path
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil && path == "" && clientcmd.IsEmptyConfig(err) {
+	overrides := &clientcmd.ConfigOverrides{}
+	overrides.ClusterInfo.Server = master
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+	if err != nil && path == "" && master == "" && clientcmd.IsEmptyConfig(err) {
 		cfg, err = rest.InClusterConfig()
 	}
 	if err != nil {
@@ -220,6 +228,20 @@ func (c *Client) call(ctx context.Context, req *request, into runtime.Object) er
 		return nil
 	}
 	return decode(resp.Header.Get("Content-Type"), data, into)
+}
+
+// Healthz asks the server's /healthz endpoint once; nil means it answered "ok".
+func (c *Client) Healthz(ctx context.Context) error {
+	resp, err := c.do(ctx, &request{method: http.MethodGet, path: "/healthz"})
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("healthz: %d %s", resp.StatusCode, strings.TrimSpace(string(data)))
+	}
+	return nil
 }
 
 func decode(contentType string, data []byte, into runtime.Object) error {

@@ -1,0 +1,122 @@
+// Package controller holds what every controller of the controller manager shares: the
+// Controller interface, the Context a controller is built from, the registry Entry that names
+// it, the worker loop over a rate-limited queue, and the event recorder.
+//
+// A controller is a sync function over keys plus its event wiring: informer handlers turn
+// changes into queue keys, and RunWorkers calls sync for each key on N goroutines.
+package controller
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"github.com/kplane/kplane/cache"
+	"github.com/kplane/kplane/client"
+	"github.com/kplane/kplane/workqueue"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Controller is one control loop. Run starts its workers and blocks until ctx is cancelled
+// (returning nil) or the controller cannot go on (returning why). The manager has started
+// the shared informers by the time Run is called; Run waits for the caches it needs.
+type Controller interface {
+	Name() string
+	Run(ctx context.Context, workers int) error
+}
+
+// Config is the tuning every controller may read, with the controller manager's flags as
+// its source. Zero values mean the Kubernetes defaults (see Defaults).
+type Config struct {
+	// ConcurrentEndpointSyncs: workers of the endpoints controller (default 5).
+	ConcurrentEndpointSyncs int
+	// ConcurrentServiceEndpointSyncs: workers of the EndpointSlice controller (default 5).
+	ConcurrentServiceEndpointSyncs int
+	// MaxEndpointsPerSlice: endpoints in one EndpointSlice, 1–1000 (default 100).
+	MaxEndpointsPerSlice int
+	// EndpointUpdatesBatchPeriod delays the endpoints controller's sync after a pod change,
+	// so bursts of changes become one write (default 0: no delay).
+	EndpointUpdatesBatchPeriod time.Duration
+	// EndpointSliceUpdatesBatchPeriod does the same for the EndpointSlice controller.
+	EndpointSliceUpdatesBatchPeriod time.Duration
+	// MinResyncPeriod: informer handlers resync at a random period in [min, 2·min) (default 12h).
+	MinResyncPeriod time.Duration
+}
+
+// Defaults returns c with every zero field set to Kubernetes' default.
+func (c Config) Defaults() Config {
+	if c.ConcurrentEndpointSyncs == 0 {
+		c.ConcurrentEndpointSyncs = 5
+	}
+	if c.ConcurrentServiceEndpointSyncs == 0 {
+		c.ConcurrentServiceEndpointSyncs = 5
+	}
+	if c.MaxEndpointsPerSlice == 0 {
+		c.MaxEndpointsPerSlice = 100
+	}
+	if c.MinResyncPeriod == 0 {
+		c.MinResyncPeriod = 12 * time.Hour
+	}
+	return c
+}
+
+// Context is what a controller is built from: a client, the shared informers, where to
+// record events and metrics, and the tuning.
+type Context struct {
+	Client    *client.Client
+	Informers *cache.Factory
+	Recorder  *Recorder
+	// Registry is the controller manager's metrics registry; QueueMetrics is the workqueue
+	// metric set registered in it, for every queue to share (workqueue.WithMetrics).
+	Registry     prometheus.Registerer
+	QueueMetrics *workqueue.Metrics
+	// Syncs counts every controller's syncs (see Workers).
+	Syncs  *SyncMetrics
+	Config Config
+}
+
+// ResyncPeriod returns a handler resync period in [MinResyncPeriod, 2·MinResyncPeriod), so
+// that controllers' resyncs do not all fall at the same moment.
+func (c *Context) ResyncPeriod() time.Duration {
+	min := c.Config.Defaults().MinResyncPeriod
+	return time.Duration(float64(min) * (1 + rand.Float64()))
+}
+
+// Entry registers one controller with the manager.
+type Entry struct {
+	// Name is what --controllers selects and what /healthz/<name> reports.
+	Name string
+	// Disabled controllers run only when --controllers names them.
+	Disabled bool
+	// Workers returns the number of sync goroutines from the configuration.
+	Workers func(Config) int
+	// New builds the controller; it registers its informers and handlers here, before the
+	// manager starts the shared informers.
+	New func(*Context) (Controller, error)
+}
+
+// NewContext builds a Context over c: a shared informer factory for all namespaces, an event
+// recorder, and metrics registered in reg (a fresh registry when nil). The caller starts
+// ctx.Informers and ctx.Recorder once the controllers are built.
+func NewContext(c *client.Client, cfg Config, reg prometheus.Registerer) (*Context, error) {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	qm, err := workqueue.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	sm, err := NewSyncMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	return &Context{
+		Client:       c,
+		Informers:    cache.NewFactory(c, ""),
+		Recorder:     NewRecorder(c),
+		Registry:     reg,
+		QueueMetrics: qm,
+		Syncs:        sm,
+		Config:       cfg.Defaults(),
+	}, nil
+}

@@ -1,0 +1,162 @@
+// Package manager is the controller manager: it connects to an API server, elects a leader
+// among its replicas, runs the registered controllers on shared informers while it leads,
+// and serves health, metrics and profiling.
+package manager
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kplane/kplane/controller"
+	"github.com/spf13/pflag"
+)
+
+// Options are the controller manager's settings; DefaultOptions holds Kubernetes' defaults.
+type Options struct {
+	Kubeconfig string
+	Master     string
+	// BindAddress and SecurePort: where /healthz, /metrics and /debug/pprof are served
+	// (plain HTTP; port 0 turns the server off).
+	BindAddress string
+	SecurePort  int
+	Profiling   bool
+	// Controllers selects controllers: "*" (every one enabled by default), "name", "-name".
+	Controllers  []string
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+	Config       controller.Config
+	LeaderElect  bool
+	Election     ElectionOptions
+	// APIServerWait bounds the wait for the API server's /healthz before anything starts.
+	APIServerWait time.Duration
+}
+
+// ElectionOptions locate the Lease and time the election.
+type ElectionOptions struct {
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	ResourceName, ResourceNamespace           string
+}
+
+// DefaultOptions returns the settings of kube-controller-manager v1.36 where they apply
+// (seed 000's where those still hold: QPS 20, burst 30, MinResyncPeriod 12h).
+func DefaultOptions() Options {
+	return Options{
+		BindAddress:  "127.0.0.1",
+		SecurePort:   10257,
+		Profiling:    true,
+		Controllers:  []string{"*"},
+		KubeAPIQPS:   20,
+		KubeAPIBurst: 30,
+		Config:       controller.Config{}.Defaults(),
+		LeaderElect:  true,
+		Election: ElectionOptions{
+			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+			ResourceName: "kube-controller-manager", ResourceNamespace: "kube-system",
+		},
+		APIServerWait: 30 * time.Second,
+	}
+}
+
+// AddFlags binds o's fields to Kubernetes' flag names.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig of the API server (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+	fs.StringVar(&o.Master, "master", o.Master, "API server address, overriding the kubeconfig's")
+	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "address of the health, metrics and profiling server")
+	fs.IntVar(&o.SecurePort, "secure-port", o.SecurePort, "port of the health, metrics and profiling server (plain HTTP; 0 = off)")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve /debug/pprof")
+	fs.StringSliceVar(&o.Controllers, "controllers", o.Controllers, fmt.Sprintf("controllers to run: '*' for every default one, 'name' to add, '-name' to remove; known: %s", strings.Join(Names(), ", ")))
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "queries per second to the API server")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "burst of queries to the API server")
+	fs.IntVar(&o.Config.ConcurrentEndpointSyncs, "concurrent-endpoint-syncs", o.Config.ConcurrentEndpointSyncs, "workers of the endpoints controller")
+	fs.IntVar(&o.Config.ConcurrentServiceEndpointSyncs, "concurrent-service-endpoint-syncs", o.Config.ConcurrentServiceEndpointSyncs, "workers of the EndpointSlice controller (1–50)")
+	fs.IntVar(&o.Config.MaxEndpointsPerSlice, "max-endpoints-per-slice", o.Config.MaxEndpointsPerSlice, "endpoints in one EndpointSlice (1–1000)")
+	fs.DurationVar(&o.Config.EndpointUpdatesBatchPeriod, "endpoint-updates-batch-period", o.Config.EndpointUpdatesBatchPeriod, "delay before syncing a service after a pod change, to batch changes")
+	fs.DurationVar(&o.Config.EndpointSliceUpdatesBatchPeriod, "endpointslice-updates-batch-period", o.Config.EndpointSliceUpdatesBatchPeriod, "delay before syncing a service's slices after a pod change")
+	fs.DurationVar(&o.Config.MinResyncPeriod, "min-resync-period", o.Config.MinResyncPeriod, "informer resyncs happen at a random period between this and twice this")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect a leader among replicas through a Lease; only the leader runs controllers")
+	fs.DurationVar(&o.Election.LeaseDuration, "leader-elect-lease-duration", o.Election.LeaseDuration, "how long a silent leader keeps the lease")
+	fs.DurationVar(&o.Election.RenewDeadline, "leader-elect-renew-deadline", o.Election.RenewDeadline, "how long the leader tries to renew before it stops leading")
+	fs.DurationVar(&o.Election.RetryPeriod, "leader-elect-retry-period", o.Election.RetryPeriod, "how often candidates try to acquire and the leader renews")
+	fs.StringVar(&o.Election.ResourceName, "leader-elect-resource-name", o.Election.ResourceName, "name of the Lease")
+	fs.StringVar(&o.Election.ResourceNamespace, "leader-elect-resource-namespace", o.Election.ResourceNamespace, "namespace of the Lease")
+}
+
+// Validate reports every invalid setting at once.
+func (o Options) Validate() error {
+	var errs []string
+	if _, err := o.enabled(); err != nil {
+		errs = append(errs, err.Error())
+	}
+	c := o.Config
+	if c.ConcurrentEndpointSyncs < 1 {
+		errs = append(errs, "--concurrent-endpoint-syncs must be at least 1")
+	}
+	if c.ConcurrentServiceEndpointSyncs < 1 || c.ConcurrentServiceEndpointSyncs > 50 {
+		errs = append(errs, "--concurrent-service-endpoint-syncs must be between 1 and 50")
+	}
+	if c.MaxEndpointsPerSlice < 1 || c.MaxEndpointsPerSlice > 1000 {
+		errs = append(errs, "--max-endpoints-per-slice must be between 1 and 1000")
+	}
+	if c.EndpointUpdatesBatchPeriod < 0 || c.EndpointSliceUpdatesBatchPeriod < 0 {
+		errs = append(errs, "batch periods must not be negative")
+	}
+	if c.MinResyncPeriod <= 0 {
+		errs = append(errs, "--min-resync-period must be positive")
+	}
+	if o.SecurePort < 0 || o.SecurePort > 65535 {
+		errs = append(errs, "--secure-port must be between 0 and 65535")
+	}
+	if o.KubeAPIBurst < 0 {
+		errs = append(errs, "--kube-api-burst must not be negative")
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid options: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// enabled resolves --controllers against the registry, in registry order.
+func (o Options) enabled() ([]controller.Entry, error) {
+	want := map[string]bool{}
+	star := false
+	for _, name := range o.Controllers {
+		name = strings.TrimSpace(name)
+		switch {
+		case name == "*":
+			star = true
+		case strings.HasPrefix(name, "-"):
+			if !known(name[1:]) {
+				return nil, fmt.Errorf("--controllers: unknown controller %q", name[1:])
+			}
+			want[name[1:]] = false
+		default:
+			if !known(name) {
+				return nil, fmt.Errorf("--controllers: unknown controller %q", name)
+			}
+			want[name] = true
+		}
+	}
+	var out []controller.Entry
+	for _, e := range Registry {
+		on, named := want[e.Name]
+		if (named && on) || (!named && star && !e.Disabled) {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+func known(name string) bool {
+	return slices.ContainsFunc(Registry, func(e controller.Entry) bool { return e.Name == name })
+}
+
+// Names lists the registered controllers.
+func Names() []string {
+	var names []string
+	for _, e := range Registry {
+		names = append(names, e.Name)
+	}
+	return names
+}

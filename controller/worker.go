@@ -1,0 +1,104 @@
+package controller
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/kplane/kplane/workqueue"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// MaxRetries is how many times a failing key is retried, with growing delays, before it is
+// dropped until its next change (as Kubernetes' endpoint controllers do).
+const MaxRetries = 15
+
+// SyncMetrics counts and times the syncs of every controller, by controller name.
+type SyncMetrics struct {
+	total    *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+// NewSyncMetrics builds the sync metrics and registers them with reg.
+func NewSyncMetrics(reg prometheus.Registerer) (*SyncMetrics, error) {
+	m := &SyncMetrics{
+		total: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kplane_controller_syncs_total",
+			Help: "Syncs of one key by a controller, by result (success, error, dropped).",
+		}, []string{"controller", "result"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "kplane_controller_sync_duration_seconds",
+			Help:    "Time one sync of one key took.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+		}, []string{"controller"}),
+	}
+	for _, c := range []prometheus.Collector{m.total, m.duration} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *SyncMetrics) observe(name, result string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.total.WithLabelValues(name, result).Inc()
+	m.duration.WithLabelValues(name).Observe(d.Seconds())
+}
+
+// Workers describes a controller's worker pool: Sync is called for each key taken from Queue
+// by Count goroutines. A key whose sync fails is retried with the queue's rate limiter, up to
+// MaxRetries times.
+type Workers struct {
+	Name    string
+	Queue   *workqueue.RateLimitingQueue[string]
+	Count   int
+	Sync    func(ctx context.Context, key string) error
+	Metrics *SyncMetrics
+}
+
+// Run runs the workers until ctx is cancelled, then shuts the queue down and waits for the
+// syncs in progress to return.
+func (w Workers) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for range max(w.Count, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for w.next(ctx) {
+			}
+		}()
+	}
+	<-ctx.Done()
+	w.Queue.ShutDown()
+	wg.Wait()
+}
+
+func (w Workers) next(ctx context.Context) bool {
+	key, shutdown := w.Queue.Get()
+	if shutdown {
+		return false
+	}
+	defer w.Queue.Done(key)
+	start := time.Now()
+	err := w.Sync(ctx, key)
+	switch {
+	case err == nil:
+		w.Queue.Forget(key)
+		w.Metrics.observe(w.Name, "success", time.Since(start))
+	case ctx.Err() != nil:
+		// Shutting down: the error is the cancellation's, not the key's.
+	case w.Queue.NumRequeues(key) < MaxRetries:
+		slog.Info("sync failed, will retry", "controller", w.Name, "key", key, "err", err)
+		w.Queue.AddRateLimited(key)
+		w.Metrics.observe(w.Name, "error", time.Since(start))
+	default:
+		slog.Warn("sync failed too often, dropping key until its next change", "controller", w.Name, "key", key, "err", err)
+		w.Queue.Forget(key)
+		w.Metrics.observe(w.Name, "dropped", time.Since(start))
+	}
+	return true
+}

@@ -117,13 +117,16 @@ func (p *process) stop() {
 }
 
 // rssMB reads a process's resident set size.
-func rssMB(pid int) float64 {
+func rssMB(pid int) float64 { return procStatusMB(pid, "VmRSS:") }
+
+// procStatusMB reads one memory field (in kB) of /proc/<pid>/status, in MB.
+func procStatusMB(pid int, field string) float64 {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == field {
 			kb, _ := strconv.ParseFloat(f[1], 64)
 			return kb / 1024
 		}

@@ -83,6 +83,18 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
+// WithUserAgent returns a client to the same server over the same connections, with its own
+// rate limiter (same QPS and burst) and the given user agent: what Kubernetes' controller
+// manager gives each controller, so that one busy controller does not starve the others.
+func (c *Client) WithUserAgent(userAgent string) *Client {
+	d := *c
+	d.userAgent = userAgent
+	if c.limiter != nil {
+		d.limiter = rate.NewLimiter(c.limiter.Limit(), c.limiter.Burst())
+	}
+	return &d
+}
+
 // FromKubeconfig loads a kubeconfig (path, else $KUBECONFIG, else ~/.kube/config) or, when
 // there is none, the in-cluster service account config, and makes a client from it with the
 // given QPS and burst (0 = defaults).

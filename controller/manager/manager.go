@@ -156,7 +156,11 @@ func (m *Manager) lead(ctx context.Context) {
 	}
 	var started []running
 	for _, e := range m.entries {
-		c, err := e.New(m.ctx)
+		// Each controller writes through its own client and rate limiter, as in Kubernetes;
+		// the informers share one.
+		cctx := *m.ctx
+		cctx.Client = m.client.WithUserAgent("kplane-controller-manager/" + e.Name)
+		c, err := e.New(&cctx)
 		if err != nil {
 			slog.Error("could not build controller", "controller", e.Name, "err", err)
 			m.setState(e.Name, fmt.Errorf("could not build: %w", err))

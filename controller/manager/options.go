@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kplane/kplane/controller"
+	"github.com/kplane/kplane/controller/leaderelection"
 	"github.com/spf13/pflag"
 )
 
@@ -107,6 +108,14 @@ func (o Options) Validate() error {
 	}
 	if o.SecurePort < 0 || o.SecurePort > 65535 {
 		errs = append(errs, "--secure-port must be between 0 and 65535")
+	}
+	if o.LeaderElect {
+		e := o.Election
+		err := leaderelection.Config{Namespace: e.ResourceNamespace, Name: e.ResourceName, Identity: "-",
+			LeaseDuration: e.LeaseDuration, RenewDeadline: e.RenewDeadline, RetryPeriod: e.RetryPeriod}.Validate()
+		if err != nil {
+			errs = append(errs, err.Error())
+		}
 	}
 	if o.KubeAPIBurst < 0 {
 		errs = append(errs, "--kube-api-burst must not be negative")

@@ -39,6 +39,7 @@ const (
 
 // env is the server and kubectl setup shared by all tests; TestMain fills it.
 var env struct {
+	bin        string // the kplane binary under test
 	kubectl    string
 	kubeconfig string
 	cacheDir   string
@@ -72,6 +73,7 @@ func runMain(m *testing.M) int {
 	defer os.RemoveAll(dir)
 
 	bin := filepath.Join(dir, "kplane")
+	env.bin = bin
 	build := exec.Command("go", "build", "-o", bin, "github.com/kplane/kplane/cmd/kplane")
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: go build kplane: %v\n%s", err, out)

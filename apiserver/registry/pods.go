@@ -39,6 +39,19 @@ var pods = &Def[*corev1.Pod]{
 // defaultPod applies the pod-only defaults on top of the PodSpec ones.
 func defaultPod(p *corev1.Pod) {
 	defaultPodSpec(&p.Spec)
+	// As Kubernetes' API server does, the singular and plural IP fields agree whichever one a
+	// client wrote, so old clients (podIP only) and readers of podIPs see the same pod.
+	st := &p.Status
+	if st.PodIP != "" && len(st.PodIPs) == 0 {
+		st.PodIPs = []corev1.PodIP{{IP: st.PodIP}}
+	} else if st.PodIP == "" && len(st.PodIPs) > 0 {
+		st.PodIP = st.PodIPs[0].IP
+	}
+	if st.HostIP != "" && len(st.HostIPs) == 0 {
+		st.HostIPs = []corev1.HostIP{{IP: st.HostIP}}
+	} else if st.HostIP == "" && len(st.HostIPs) > 0 {
+		st.HostIP = st.HostIPs[0].IP
+	}
 	if p.Spec.EnableServiceLinks == nil {
 		p.Spec.EnableServiceLinks = new(corev1.DefaultEnableServiceLinks)
 	}

@@ -76,6 +76,36 @@ func TestPodDefaults(t *testing.T) {
 	}
 }
 
+func TestPodIPFieldsAgree(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		status    corev1.PodStatus
+		ip, ips   string
+		host, hip string
+	}{
+		{"singular only", corev1.PodStatus{PodIP: "10.0.0.1", HostIP: "192.168.0.1"}, "10.0.0.1", "10.0.0.1", "192.168.0.1", "192.168.0.1"},
+		{"plural only", corev1.PodStatus{PodIPs: []corev1.PodIP{{IP: "fd00::1"}, {IP: "10.0.0.1"}}, HostIPs: []corev1.HostIP{{IP: "192.168.0.1"}}}, "fd00::1", "fd00::1", "192.168.0.1", "192.168.0.1"},
+		{"neither", corev1.PodStatus{}, "", "", "", ""},
+	} {
+		p := newPod(corev1.Container{Name: "c", Image: "nginx"})
+		p.Status = tc.status
+		defaultPod(p)
+		first := func(ips []corev1.PodIP) string {
+			if len(ips) == 0 {
+				return ""
+			}
+			return ips[0].IP
+		}
+		hostFirst := ""
+		if len(p.Status.HostIPs) > 0 {
+			hostFirst = p.Status.HostIPs[0].IP
+		}
+		if p.Status.PodIP != tc.ip || first(p.Status.PodIPs) != tc.ips || p.Status.HostIP != tc.host || hostFirst != tc.hip {
+			t.Errorf("%s: podIP %q podIPs %v hostIP %q hostIPs %v", tc.name, p.Status.PodIP, p.Status.PodIPs, p.Status.HostIP, p.Status.HostIPs)
+		}
+	}
+}
+
 func TestImagePullPolicy(t *testing.T) {
 	for image, want := range map[string]corev1.PullPolicy{
 		"nginx":                      corev1.PullAlways,

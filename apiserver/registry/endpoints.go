@@ -2,6 +2,7 @@ package registry
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -118,6 +120,12 @@ var endpointSlices = &Def[*discoveryv1.EndpointSlice]{
 		}
 	},
 	Validate: validateEndpointSlice,
+	// As in Kubernetes: the generation counts changes of endpoints, ports and labels, so
+	// that controllers can tell a stale cached slice from the one they wrote.
+	SpecChanged: func(s, old *discoveryv1.EndpointSlice) bool {
+		return !apiequality.Semantic.DeepEqual(s.Endpoints, old.Endpoints) || !apiequality.Semantic.DeepEqual(s.Ports, old.Ports) ||
+			s.AddressType != old.AddressType || !maps.Equal(s.Labels, old.Labels)
+	},
 	ValidateUpdate: func(s, old *discoveryv1.EndpointSlice) field.ErrorList {
 		if s.AddressType != old.AddressType {
 			return immutable(s.AddressType, field.NewPath("addressType"))

@@ -104,6 +104,9 @@ type Def[T Object] struct {
 	// Columns follow the NAME column; Row gives the matching cells (without the name).
 	Columns []metav1.TableColumnDefinition
 	Row     func(T) []any
+	// SpecChanged, for a type without a spec, reports whether an update changes what its
+	// metadata.generation counts; such types start at generation 1 like those with a spec.
+	SpecChanged func(obj, old T) bool
 	// NameLast moves the NAME column to the end, shown only with -o wide (events).
 	NameLast bool
 }
@@ -126,7 +129,7 @@ func (d *Def[T]) PrepareCreate(o Object) {
 	if d.Info.Status && !d.KeepStatusOnCreate {
 		resetField(obj, "Status")
 	}
-	if hasField(obj, "Spec") {
+	if hasField(obj, "Spec") || d.SpecChanged != nil {
 		obj.SetGeneration(1)
 	}
 	if d.Defaults != nil {
@@ -155,7 +158,11 @@ func (d *Def[T]) PrepareUpdate(o, oldo Object, subresource string) {
 	if d.Defaults != nil {
 		d.Defaults(obj)
 	}
-	if !status && hasField(obj, "Spec") && !apiequality.Semantic.DeepEqual(fieldOf(obj, "Spec"), fieldOf(old, "Spec")) {
+	switch {
+	case status:
+	case d.SpecChanged != nil && d.SpecChanged(obj, old):
+		obj.SetGeneration(old.GetGeneration() + 1)
+	case hasField(obj, "Spec") && !apiequality.Semantic.DeepEqual(fieldOf(obj, "Spec"), fieldOf(old, "Spec")):
 		obj.SetGeneration(old.GetGeneration() + 1)
 	}
 }

@@ -453,3 +453,29 @@ func TestAllRows(t *testing.T) {
 		}
 	}
 }
+
+func TestEndpointSliceGeneration(t *testing.T) {
+	s := &discoveryv1.EndpointSlice{ObjectMeta: meta("s"), AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}}}}
+	endpointSlices.PrepareCreate(s)
+	if s.Generation != 1 {
+		t.Fatalf("generation on create %d, want 1", s.Generation)
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*discoveryv1.EndpointSlice)
+		want   int64
+	}{
+		{"annotation only", func(s *discoveryv1.EndpointSlice) { s.Annotations = map[string]string{"a": "b"} }, 1},
+		{"label", func(s *discoveryv1.EndpointSlice) { s.Labels = map[string]string{"a": "b"} }, 2},
+		{"endpoints", func(s *discoveryv1.EndpointSlice) { s.Endpoints[0].Addresses[0] = "10.0.0.2" }, 2},
+		{"ports", func(s *discoveryv1.EndpointSlice) { s.Ports = []discoveryv1.EndpointPort{{Port: new(int32(80))}} }, 2},
+	} {
+		next := s.DeepCopy()
+		tc.change(next)
+		endpointSlices.PrepareUpdate(next, s, "")
+		if next.Generation != tc.want {
+			t.Errorf("%s: generation %d, want %d", tc.name, next.Generation, tc.want)
+		}
+	}
+}

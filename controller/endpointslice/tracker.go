@@ -1,0 +1,153 @@
+package endpointslice
+
+import (
+	"sync"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// deletionExpected is the generation recorded for a slice this controller deleted.
+const deletionExpected = -1
+
+// sliceTracker remembers, for every Service, the slices this controller wrote and the state it
+// wrote them in, so that
+//
+//   - a sync can tell that the informer has not caught up with its own writes yet (the cache is
+//     stale: working from it would undo or duplicate them), and
+//   - slice events caused by the controller's own writes can be told from changes made by
+//     someone else, which call for a sync.
+//
+// A slice's state is its generation, which the apiserver bumps on every change other than to
+// metadata (Kubernetes' and kplane's API servers both do). With a server that left generation
+// at 0 on EndpointSlices, the tracker falls back to the resourceVersion to recognise its own
+// writes, and cannot tell an outdated cached slice from one changed since (the conditional updates of a
+// sync then fail with a conflict instead, and are retried).
+//
+// The tracker is safe for concurrent use. Slices are attributed to a Service by their
+// kubernetes.io/service-name label.
+type sliceTracker struct {
+	mu        sync.Mutex
+	byService map[types.NamespacedName]map[types.UID]sliceState
+}
+
+// sliceState is what the tracker knows of one slice.
+type sliceState struct {
+	generation      int64 // deletionExpected once deleted
+	resourceVersion string
+}
+
+func newSliceTracker() *sliceTracker {
+	return &sliceTracker{byService: map[types.NamespacedName]map[types.UID]sliceState{}}
+}
+
+func serviceOf(s *discoveryv1.EndpointSlice) types.NamespacedName {
+	return types.NamespacedName{Namespace: s.Namespace, Name: s.Labels[discoveryv1.LabelServiceName]}
+}
+
+// Update records a slice as the server returned it from this controller's create or update.
+func (t *sliceTracker) Update(s *discoveryv1.EndpointSlice) {
+	t.set(s, sliceState{generation: s.Generation, resourceVersion: s.ResourceVersion})
+}
+
+// ExpectDeletion records that this controller deleted a slice.
+func (t *sliceTracker) ExpectDeletion(s *discoveryv1.EndpointSlice) {
+	t.set(s, sliceState{generation: deletionExpected})
+}
+
+func (t *sliceTracker) set(s *discoveryv1.EndpointSlice, st sliceState) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	svc := serviceOf(s)
+	m := t.byService[svc]
+	if m == nil {
+		m = map[types.UID]sliceState{}
+		t.byService[svc] = m
+	}
+	m[s.UID] = st
+}
+
+// Forget drops what the tracker knows of one slice (it is gone, and no event will say so).
+func (t *sliceTracker) Forget(s *discoveryv1.EndpointSlice) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.drop(serviceOf(s), s.UID)
+}
+
+// drop forgets one slice, and the Service once it has none left. The caller holds mu.
+func (t *sliceTracker) drop(svc types.NamespacedName, uid types.UID) {
+	if m := t.byService[svc]; m != nil {
+		delete(m, uid)
+		if len(m) == 0 {
+			delete(t.byService, svc)
+		}
+	}
+}
+
+// Has reports whether the tracker knows the slice.
+func (t *sliceTracker) Has(s *discoveryv1.EndpointSlice) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.byService[serviceOf(s)][s.UID]
+	return ok
+}
+
+// ShouldSync reports whether a slice seen by the informer is in a state this controller did not
+// write (so its Service needs a sync): unknown, expected deleted, or changed since.
+func (t *sliceTracker) ShouldSync(s *discoveryv1.EndpointSlice) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st, ok := t.byService[serviceOf(s)][s.UID]
+	switch {
+	case !ok || st.generation == deletionExpected:
+		return true
+	case s.Generation == 0 && st.generation == 0:
+		return s.ResourceVersion != st.resourceVersion // a server that keeps no generations
+	default:
+		return s.Generation > st.generation
+	}
+}
+
+// HandleDeletion forgets a slice the informer saw deleted and reports whether the deletion was
+// this controller's (true) or someone else's (false: its Service needs a sync). Call it only for
+// slices the tracker Has.
+func (t *sliceTracker) HandleDeletion(s *discoveryv1.EndpointSlice) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	svc := serviceOf(s)
+	st, ok := t.byService[svc][s.UID]
+	t.drop(svc, s.UID)
+	return !ok || st.generation == deletionExpected
+}
+
+// Stale reports whether the informer's slices of a Service (those not being deleted) lag behind
+// this controller's writes: a slice older than the one written, a slice deleted still there, or a
+// slice written not there yet.
+func (t *sliceTracker) Stale(svc types.NamespacedName, cached []*discoveryv1.EndpointSlice) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := t.byService[svc]
+	if len(m) == 0 {
+		return false
+	}
+	seen := make(map[types.UID]bool, len(cached))
+	for _, s := range cached {
+		seen[s.UID] = true
+		if st, ok := m[s.UID]; ok && (st.generation == deletionExpected || st.generation > s.Generation) {
+			return true
+		}
+	}
+	for uid, st := range m {
+		if st.generation != deletionExpected && !seen[uid] {
+			return true
+		}
+	}
+	return false
+}
+
+// DeleteService forgets everything about a Service's slices.
+func (t *sliceTracker) DeleteService(svc types.NamespacedName) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.byService, svc)
+}

@@ -47,7 +47,7 @@ var (
 )
 
 // kplaneBinary builds cmd/kplane once.
-func kplaneBinary(b *testing.B) string {
+func kplaneBinary(b testing.TB) string {
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "kplane-bench-bin")
 		if err != nil {
@@ -74,7 +74,7 @@ type process struct {
 
 // startKplane starts `kplane apiserver` on dataDir and waits for /readyz; it returns the time
 // that took. KPLANE_BENCH_ETCD (endpoints) makes it use that etcd instead of an embedded one.
-func startKplane(b *testing.B, dataDir string) (*process, time.Duration) {
+func startKplane(b testing.TB, dataDir string) (*process, time.Duration) {
 	kubeconfig := filepath.Join(dataDir, "kubeconfig")
 	os.Remove(kubeconfig)
 	args := []string{"apiserver", "--secure-port", "0", "--data-dir", dataDir, "--write-kubeconfig", kubeconfig}

@@ -47,10 +47,13 @@ type Controller struct {
 	recorder *controller.Recorder
 	metrics  *controller.SyncMetrics
 
-	pods      *cache.Informer[*corev1.Pod]
-	services  *cache.Informer[*corev1.Service]
-	endpoints *cache.Informer[*corev1.Endpoints]
-	handlers  []cache.Registration
+	pods     *cache.Informer[*corev1.Pod]
+	services *cache.Informer[*corev1.Service]
+	matcher  *controller.ServiceMatcher
+	// podSelector lists the pods a service selects.
+	podSelector *controller.PodSelector
+	endpoints   *cache.Informer[*corev1.Endpoints]
+	handlers    []cache.Registration
 
 	queue *workqueue.RateLimitingQueue[string]
 	// batchPeriod delays the sync after a pod change, so that a burst of pod changes (a
@@ -90,6 +93,8 @@ func New(ctx *controller.Context) (*Controller, error) {
 		stale:       newStaleVersions(),
 		problems:    newProblemLog(),
 	}
+	c.matcher = controller.NewServiceMatcher(c.services.Indexer())
+	c.podSelector = controller.NewPodSelector(c.pods.Indexer())
 	queueService := func(svc *corev1.Service) { c.queue.Add(cache.MetaNamespaceKey(svc)) }
 	c.handlers = []cache.Registration{
 		// Services resync: that is what retries a service whose key was dropped after too
@@ -129,8 +134,8 @@ func (c *Controller) onPodEvent(old, cur *corev1.Pod) {
 	default:
 		return
 	}
-	services := c.services.Lister().Namespace(ns).List(labels.Everything())
-	for _, key := range servicesToSync(services, old, cur) {
+	matching := func(podLabels map[string]string) []*corev1.Service { return c.matcher.Matching(ns, podLabels) }
+	for _, key := range servicesToSync(matching, old, cur) {
 		c.queue.AddAfter(key, c.batchPeriod)
 	}
 }

@@ -6,7 +6,6 @@ import (
 
 	"github.com/kplane/kplane/cache"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 )
 
 // podChange says how a pod update may affect Endpoints.
@@ -41,7 +40,7 @@ func classifyPodUpdate(old, cur *corev1.Pod) podChange {
 // services it joined or left: its entry in the others is the same as before. (So a hostname
 // change alone syncs nothing; the pod API does not allow one anyway.) A resync, delivered as
 // an update without a new resourceVersion, syncs nothing: services have their own resync.
-func servicesToSync(services []*corev1.Service, old, cur *corev1.Pod) []string {
+func servicesToSync(services servicesMatching, old, cur *corev1.Pod) []string {
 	switch {
 	case old == nil && cur == nil:
 		return nil
@@ -74,18 +73,15 @@ func servicesToSync(services []*corev1.Service, old, cur *corev1.Pod) []string {
 	return sortedKeys(out)
 }
 
-// selecting returns the keys of the services whose selector matches podLabels. A service
-// without a selector selects nothing (its Endpoints are someone else's); an empty selector
-// selects every pod.
-func selecting(services []*corev1.Service, podLabels map[string]string) map[string]bool {
+// servicesMatching returns the services (of the pod's namespace) whose selector matches a
+// pod's labels.
+type servicesMatching func(podLabels map[string]string) []*corev1.Service
+
+// selecting returns the keys of the services selecting podLabels.
+func selecting(services servicesMatching, podLabels map[string]string) map[string]bool {
 	out := map[string]bool{}
-	for _, svc := range services {
-		if svc.Spec.Selector == nil {
-			continue
-		}
-		if labels.SelectorFromValidatedSet(svc.Spec.Selector).Matches(labels.Set(podLabels)) {
-			out[cache.MetaNamespaceKey(svc)] = true
-		}
+	for _, svc := range services(podLabels) {
+		out[cache.MetaNamespaceKey(svc)] = true
 	}
 	return out
 }

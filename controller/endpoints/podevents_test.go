@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 func TestServicesToSync(t *testing.T) {
@@ -59,7 +60,7 @@ func TestServicesToSync(t *testing.T) {
 		{"both nil", nil, nil, nil},
 	}
 	for _, tt := range tests {
-		if got := servicesToSync(services, tt.old, tt.cur); !slices.Equal(got, tt.want) {
+		if got := servicesToSync(matchAmong(services), tt.old, tt.cur); !slices.Equal(got, tt.want) {
 			t.Errorf("%s: services = %q, want %q", tt.name, got, tt.want)
 		}
 	}
@@ -76,5 +77,18 @@ func TestClassifyPodUpdate(t *testing.T) {
 	b := a.DeepCopy()
 	if c := classifyPodUpdate(a, b); !c.endpoint {
 		t.Error("two states of a terminating pod: not an endpoint change")
+	}
+}
+
+// matchAmong matches pod labels against each of services in turn, the plain way.
+func matchAmong(services []*corev1.Service) servicesMatching {
+	return func(podLabels map[string]string) []*corev1.Service {
+		var out []*corev1.Service
+		for _, svc := range services {
+			if svc.Spec.Selector != nil && labels.SelectorFromValidatedSet(svc.Spec.Selector).Matches(labels.Set(podLabels)) {
+				out = append(out, svc)
+			}
+		}
+		return out
 	}
 }

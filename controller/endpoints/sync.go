@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 )
 
 // sync brings the Endpoints of the service with key ("ns/name") in line with the caches. An
@@ -42,7 +41,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return nil
 	}
 
-	pods := c.pods.Lister().Namespace(ns).List(labels.SelectorFromValidatedSet(svc.Spec.Selector))
+	pods := c.podSelector.Selected(ns, svc.Spec.Selector)
 	// Committed on every sync that succeeds, written or not, so that the next sync compares
 	// with the latest state.
 	trigger, seen := c.triggers.observe(key, svc, pods)

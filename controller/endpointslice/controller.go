@@ -39,11 +39,14 @@ const (
 type Controller struct {
 	client   *client.Client
 	services cache.Lister[*corev1.Service]
-	pods     cache.Lister[*corev1.Pod]
-	nodes    cache.Lister[*corev1.Node]
-	slices   *cache.Indexer[*discoveryv1.EndpointSlice]
-	synced   []func() bool
-	handlers []cache.Registration
+	matcher  *controller.ServiceMatcher
+	// podSelector lists the pods a Service selects.
+	podSelector *controller.PodSelector
+	pods        cache.Lister[*corev1.Pod]
+	nodes       cache.Lister[*corev1.Node]
+	slices      *cache.Indexer[*discoveryv1.EndpointSlice]
+	synced      []func() bool
+	handlers    []cache.Registration
 
 	queue    *workqueue.RateLimitingQueue[string]
 	tracker  *sliceTracker
@@ -85,12 +88,14 @@ func New(ctx *controller.Context) (*Controller, error) {
 	_ = sliceInf.Indexer().AddIndexers(cache.Indexers[*discoveryv1.EndpointSlice]{sliceServiceIndex: indexByService})
 
 	c := &Controller{
-		client:   ctx.Client,
-		services: serviceInf.Lister(),
-		pods:     podInf.Lister(),
-		nodes:    nodeInf.Lister(),
-		slices:   sliceInf.Indexer(),
-		synced:   []func() bool{serviceInf.HasSynced, podInf.HasSynced, nodeInf.HasSynced, sliceInf.HasSynced},
+		client:      ctx.Client,
+		services:    serviceInf.Lister(),
+		matcher:     controller.NewServiceMatcher(serviceInf.Indexer()),
+		podSelector: controller.NewPodSelector(podInf.Indexer()),
+		pods:        podInf.Lister(),
+		nodes:       nodeInf.Lister(),
+		slices:      sliceInf.Indexer(),
+		synced:      []func() bool{serviceInf.HasSynced, podInf.HasSynced, nodeInf.HasSynced, sliceInf.HasSynced},
 		queue: workqueue.NewRateLimited[string](
 			workqueue.NewMaxOfRateLimiter(
 				workqueue.NewItemExponentialFailureRateLimiter[string](minRetryDelay, maxRetryDelay),

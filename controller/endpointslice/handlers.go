@@ -77,11 +77,8 @@ func podEndpointChanged(old, p *corev1.Pod) bool {
 // selects every pod.
 func (c *Controller) servicesSelecting(ns string, podLabels map[string]string) map[string]bool {
 	keys := map[string]bool{}
-	set := labels.Set(podLabels)
-	for _, svc := range c.services.Namespace(ns).List(labels.Everything()) {
-		if svc.Spec.Selector != nil && labels.SelectorFromValidatedSet(svc.Spec.Selector).Matches(set) {
-			keys[cache.MetaNamespaceKey(svc)] = true
-		}
+	for _, svc := range c.matcher.Matching(ns, podLabels) {
+		keys[cache.MetaNamespaceKey(svc)] = true
 	}
 	return keys
 }

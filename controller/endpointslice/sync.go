@@ -14,7 +14,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -61,7 +60,7 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 		return nil
 	}
 
-	pods := c.pods.Namespace(ns).List(labels.SelectorFromValidatedSet(svc.Spec.Selector))
+	pods := c.podSelector.Selected(ns, svc.Spec.Selector)
 	existing := c.currentSlices(svcName)
 	if c.tracker.Stale(svcName, existing) {
 		return errStaleCache

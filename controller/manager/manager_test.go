@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -197,5 +198,43 @@ func TestNoAPIServer(t *testing.T) {
 	}
 	if time.Since(start) > 10*time.Second {
 		t.Errorf("gave up after %v, want about 1s", time.Since(start))
+	}
+}
+
+func TestStopEndsEveryGoroutine(t *testing.T) {
+	transport := &http.Transport{}
+	own, err := client.New(client.Config{Host: srv.URL, QPS: -1, Transport: transport})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := runtime.NumGoroutine()
+	o := testOptions(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	m, err := manager.StartWithClient(ctx, o, own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := &http.Client{Transport: transport}
+	eventually(t, "leadership", func() bool {
+		resp, err := probe.Get("http://" + m.Addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(body), "leader_election_master_status{name=\""+o.Election.ResourceName+"\"} 1")
+	})
+	cancel()
+	if err := m.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	transport.CloseIdleConnections()
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines before start, %d after stop:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

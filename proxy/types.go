@@ -1,0 +1,87 @@
+// Package proxy is kplane's service proxy, kube-proxy's counterpart: it follows Services and
+// EndpointSlices (proxy/config), tracks what changed per service port (this package's trackers),
+// and programs a data path (proxy/userspace, proxy/nftables) at a bounded frequency.
+//
+// The types here are the contract between the shared part and the data paths: a data path sees
+// the whole desired state, already converted from API objects, plus which service ports changed
+// since it was last applied.
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// ServicePortName identifies one port of one Service.
+type ServicePortName struct {
+	types.NamespacedName
+	// Port is the service port's name ("" for a single unnamed port).
+	Port     string
+	Protocol corev1.Protocol
+}
+
+func (n ServicePortName) String() string {
+	return fmt.Sprintf("%s/%s:%s/%s", n.Namespace, n.Name, n.Port, n.Protocol)
+}
+
+// ServicePort is what a data path needs to know of one port of one Service, for the proxy's IP
+// family. Services without a ClusterIP of that family (headless, ExternalName, other family)
+// have none.
+type ServicePort struct {
+	Name      ServicePortName
+	ClusterIP netip.Addr
+	Port      int
+	Protocol  corev1.Protocol
+	// NodePort is 0 when the Service has none.
+	NodePort        int
+	ExternalIPs     []netip.Addr
+	LoadBalancerIPs []netip.Addr
+	// AffinityTimeout is non-zero for sessionAffinity: ClientIP (the Service's timeout,
+	// 10800 s by default).
+	AffinityTimeout time.Duration
+	// InternalLocal: internalTrafficPolicy Local (ClusterIP traffic only to this node's
+	// endpoints, dropped when there are none). ExternalLocal: externalTrafficPolicy Local.
+	InternalLocal, ExternalLocal bool
+	HealthCheckNodePort          int
+}
+
+// Endpoint is one backend of a service port, merged across the Service's EndpointSlices.
+type Endpoint struct {
+	Addr netip.AddrPort
+	// Conditions as in the EndpointSlice (nil conditions read as ready and serving).
+	Ready, Serving, Terminating bool
+	NodeName, Zone              string
+	// IsLocal: the endpoint runs on this proxy's node.
+	IsLocal bool
+	// ZoneHints and NodeHints are the slice's topology hints (forZones, forNodes); nil when none.
+	ZoneHints, NodeHints []string
+}
+
+func (e Endpoint) String() string { return e.Addr.String() }
+
+// State is the whole desired state a data path programs.
+type State struct {
+	// Services has every service port the proxy handles; Endpoints has, per service port, all
+	// of its endpoints (sorted by address), whatever their conditions: the data path chooses
+	// with CategorizeEndpoints.
+	Services  map[ServicePortName]*ServicePort
+	Endpoints map[ServicePortName][]Endpoint
+	// Changed lists the service ports whose service or endpoints changed since the last
+	// successful Apply; nil means a full sync (the first one, after a failure, periodic).
+	Changed map[ServicePortName]bool
+	// NodeName and Zone locate this proxy, for traffic policies and topology hints.
+	NodeName, Zone string
+}
+
+// DataPath programs one data path. The proxy calls Apply from one goroutine, at most every
+// --min-sync-period; an error makes the next call a full sync, after --sync-period at the latest.
+// A data path keeps no reference to the State's maps after Apply returns: the next State is
+// built from them.
+type DataPath interface {
+	Apply(ctx context.Context, s State) error
+}

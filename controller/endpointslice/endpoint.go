@@ -206,7 +206,7 @@ func findPort(pod *corev1.Pod, sp *corev1.ServicePort) (int32, bool) {
 // serves exactly these ports, by identity key.
 type portGroup struct {
 	key       string
-	ports     []discoveryv1.EndpointPort
+	ports     []discoveryv1.EndpointPort // in Kubernetes' order (inKubernetesOrder)
 	endpoints map[string]discoveryv1.Endpoint
 }
 
@@ -234,7 +234,7 @@ func desiredGroups(svc *corev1.Service, pods []*corev1.Pod, nodes nodeLookup, at
 		key := portKey(ports)
 		g := groups[key]
 		if g == nil {
-			g = &portGroup{key: key, ports: ports, endpoints: map[string]discoveryv1.Endpoint{}}
+			g = &portGroup{key: key, ports: inKubernetesOrder(ports), endpoints: map[string]discoveryv1.Endpoint{}}
 			groups[key] = g
 		}
 		node, ok := nodes(pod.Spec.NodeName)

@@ -360,3 +360,34 @@ func TestPortKey(t *testing.T) {
 		t.Errorf("distinct ports share keys: %v", keys)
 	}
 }
+
+// Orders kube-controller-manager v1.36 wrote in the differential test (test/reference).
+func TestInKubernetesOrder(t *testing.T) {
+	port := func(name string, n int32, proto corev1.Protocol, app ...string) discoveryv1.EndpointPort {
+		p := discoveryv1.EndpointPort{Name: new(name), Port: new(n), Protocol: new(proto)}
+		if len(app) > 0 {
+			p.AppProtocol = new(app[0])
+		}
+		return p
+	}
+	web, dns, dnsTCP := port("web", 8080, corev1.ProtocolTCP, "http"), port("dns", 5353, corev1.ProtocolUDP), port("dns-tcp", 5354, corev1.ProtocolTCP)
+	http, metrics := port("http", 8082, corev1.ProtocolTCP), port("metrics", 9100, corev1.ProtocolTCP)
+	for _, tc := range []struct {
+		name     string
+		in, want []discoveryv1.EndpointPort
+	}{
+		{"none", []discoveryv1.EndpointPort{}, []discoveryv1.EndpointPort{}},
+		{"one", []discoveryv1.EndpointPort{web}, []discoveryv1.EndpointPort{web}},
+		{"three, in the Service's order", []discoveryv1.EndpointPort{web, dns, dnsTCP}, []discoveryv1.EndpointPort{dns, web, dnsTCP}},
+		{"three, already sorted", []discoveryv1.EndpointPort{dns, web, dnsTCP}, []discoveryv1.EndpointPort{dns, web, dnsTCP}},
+		{"two", []discoveryv1.EndpointPort{dns, web}, []discoveryv1.EndpointPort{dns, web}},
+		{"two, the other way", []discoveryv1.EndpointPort{web, dns}, []discoveryv1.EndpointPort{dns, web}},
+		{"named and numeric", []discoveryv1.EndpointPort{http, metrics}, []discoveryv1.EndpointPort{metrics, http}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := inKubernetesOrder(slices.Clone(tc.in)); !apiequality.Semantic.DeepEqual(got, tc.want) {
+				t.Errorf("got %s, want %s", dump(got), dump(tc.want))
+			}
+		})
+	}
+}

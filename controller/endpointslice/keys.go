@@ -1,12 +1,17 @@
 package endpointslice
 
 import (
+	"cmp"
+	"encoding/hex"
+	"fmt"
+	"hash/fnv"
 	"slices"
 	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	utildump "k8s.io/utils/dump"
 )
 
 // endpointKey is an endpoint's identity: its addresses (in any order), hostname and the
@@ -83,4 +88,30 @@ func quotePtr[S ~string](s *S) string {
 		return "-"
 	}
 	return strconv.Quote(string(*s))
+}
+
+// inKubernetesOrder sorts ports, in place, into the order kube-controller-manager v1.36 writes
+// a slice's ports in: ascending by the hex-encoded FNV-128a hash of each port's
+// k8s.io/utils/dump.ForHash rendering. Readers treat the list as a set, so the order means
+// nothing, but Kubernetes' order is deterministic and shows (kubectl's PORTS column, diffs
+// between clusters), so slices written here list their ports the same way. It returns ports.
+func inKubernetesOrder(ports []discoveryv1.EndpointPort) []discoveryv1.EndpointPort {
+	if len(ports) < 2 {
+		return ports
+	}
+	type hashed struct {
+		hash string
+		port discoveryv1.EndpointPort
+	}
+	hs := make([]hashed, len(ports))
+	for i, p := range ports {
+		h := fnv.New128a()
+		fmt.Fprint(h, utildump.ForHash(p))
+		hs[i] = hashed{hex.EncodeToString(h.Sum(nil)), p}
+	}
+	slices.SortStableFunc(hs, func(a, b hashed) int { return cmp.Compare(a.hash, b.hash) })
+	for i := range hs {
+		ports[i] = hs[i].port
+	}
+	return ports
 }

@@ -10,6 +10,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // ready pods a, b, c, … with IPs 10.1.0.1, 10.1.0.2, …, so that their order is their name's.
@@ -465,6 +466,32 @@ func TestReconcileObjects(t *testing.T) {
 			wantUpdate: []*discoveryv1.EndpointSlice{withSlice(v4Slice("s1", "a"), func(s *discoveryv1.EndpointSlice) {
 				s.Annotations = map[string]string{"keep": "me"}
 			})},
+		},
+		{
+			// The order kube-controller-manager v1.36 wrote these very ports in, in the
+			// differential test (test/reference): not the Service's.
+			name: "several ports: listed in Kubernetes' order",
+			svc: service(func(s *corev1.Service) {
+				s.Spec.Ports = []corev1.ServicePort{
+					{Name: "web", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP, AppProtocol: new("http")},
+					{Name: "dns", Port: 53, TargetPort: intstr.FromInt32(5353), Protocol: corev1.ProtocolUDP},
+					{Name: "dns-tcp", Port: 53, TargetPort: intstr.FromInt32(5354), Protocol: corev1.ProtocolTCP},
+				}
+			}),
+			pods: readyPods("a"),
+			wantCreate: []*discoveryv1.EndpointSlice{{
+				ObjectMeta: metav1.ObjectMeta{
+					GenerateName: "web-", Namespace: "ns", OwnerReferences: owner,
+					Labels: map[string]string{"team": "a", discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: ControllerName},
+				},
+				AddressType: v4,
+				Ports: []discoveryv1.EndpointPort{
+					{Name: new("dns"), Port: new(int32(5353)), Protocol: new(corev1.ProtocolUDP)},
+					{Name: new("web"), Port: new(int32(8080)), Protocol: new(corev1.ProtocolTCP), AppProtocol: new("http")},
+					{Name: new("dns-tcp"), Port: new(int32(5354)), Protocol: new(corev1.ProtocolTCP)},
+				},
+				Endpoints: eps("a"),
+			}},
 		},
 		{
 			name:    "a create turned into an update keeps the reused slice's name and resourceVersion",

@@ -76,6 +76,23 @@ type State struct {
 	Changed map[ServicePortName]bool
 	// NodeName and Zone locate this proxy, for traffic policies and topology hints.
 	NodeName, Zone string
+	// UDPChanged lists the UDP service ports whose service or endpoints changed since the
+	// last successful Apply, on full syncs too: their stale conntrack entries may need
+	// flushing.
+	UDPChanged map[ServicePortName]bool
+	// Problems, when set, takes the problems a data path meets with single service ports (a
+	// protocol it does not support, a port in use): report them through Report and go on with
+	// the rest rather than failing the whole Apply. The proxy logs and counts each once until
+	// the service port changes, so reporting the same problem on every Apply is fine.
+	Problems func(name ServicePortName, reason string, err error)
+}
+
+// Report passes a service port's problem to s.Problems, if set. reason is short and stable
+// (a metric label): "unsupported-protocol", "port-in-use", ...
+func (s State) Report(name ServicePortName, reason string, err error) {
+	if s.Problems != nil {
+		s.Problems(name, reason, err)
+	}
 }
 
 // DataPath programs one data path. The proxy calls Apply from one goroutine, at most every

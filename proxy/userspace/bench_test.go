@@ -1,0 +1,135 @@
+package userspace
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// The benchmarks measure each path against a direct connection to the same backend, in one
+// run: compare the "direct" and "userspace" sub-benchmarks of each.
+
+const bulkBytes = 64 << 20
+
+// BenchmarkThroughput sends bulkBytes per op over one long-lived connection to a backend that
+// discards the data and acknowledges each complete block with one byte. The sender writes one
+// 256 KiB buffer over and over, as iperf-like tools do.
+func BenchmarkThroughput(b *testing.B) {
+	backend := startSinkBackend(b, bulkBytes)
+	for _, path := range benchPaths(b, backend) {
+		b.Run(path.name, func(b *testing.B) {
+			c := dialTCP(b, path.addr, netip.Addr{})
+			chunk := bytes.Repeat([]byte("kplane"), 256<<10/6+1)[:256<<10]
+			ack := make([]byte, 1)
+			b.SetBytes(bulkBytes)
+			b.ResetTimer()
+			for range b.N {
+				for sent := 0; sent < bulkBytes; sent += len(chunk) {
+					if _, err := c.Write(chunk); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if _, err := io.ReadFull(c, ack); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRequestLatency measures one small request and its answer: on a connection kept
+// open, and with a new connection per request (which adds the proxy's accept and dial).
+func BenchmarkRequestLatency(b *testing.B) {
+	backend := startEchoBackend(b)
+	request := make([]byte, 64)
+	answer := make([]byte, len(request))
+	for _, path := range benchPaths(b, backend) {
+		b.Run(path.name+"/kept-connection", func(b *testing.B) {
+			c := dialTCP(b, path.addr, netip.Addr{})
+			b.ResetTimer()
+			for range b.N {
+				if _, err := c.Write(request); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.ReadFull(c, answer); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(path.name+"/new-connection", func(b *testing.B) {
+			for range b.N {
+				c, err := net.Dial("tcp", path.addr.String())
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := c.Write(request); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.ReadFull(c, answer); err != nil {
+					b.Fatal(err)
+				}
+				_ = c.Close()
+			}
+		})
+	}
+}
+
+type benchPath struct {
+	name string
+	addr netip.AddrPort
+}
+
+// benchPaths returns the backend's own address and a ClusterIP the proxy forwards to it.
+func benchPaths(b *testing.B, backend netip.AddrPort) []benchPath {
+	p, _ := newTestProxier(b, Options{})
+	svc := servicePortSpec(portName("bench", corev1.ProtocolTCP), serviceIP(b), servicePortNumber)
+	apply(b, p, oneService(svc, ready(backend)))
+	return []benchPath{
+		{name: "direct", addr: backend},
+		{name: "userspace", addr: netip.AddrPortFrom(svc.ClusterIP, uint16(svc.Port))},
+	}
+}
+
+// startSinkBackend reads blocks of blockSize bytes and acknowledges each with one byte.
+func startSinkBackend(b *testing.B, blockSize int) netip.AddrPort {
+	ln, err := net.Listen("tcp", netip.AddrPortFrom(backendIP(), 0).String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				buf := make([]byte, 1<<20)
+				for {
+					for left := blockSize; left > 0; {
+						n, err := c.Read(buf[:min(left, len(buf))])
+						if err != nil {
+							return
+						}
+						left -= n
+					}
+					if _, err := c.Write([]byte{1}); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	b.Cleanup(func() { _ = ln.Close(); wg.Wait() })
+	return ln.Addr().(*net.TCPAddr).AddrPort()
+}

@@ -2,11 +2,23 @@ package proxy
 
 import "slices"
 
-// UsesClusterEndpoints: some traffic to the service port may go to any node's endpoints.
-func (s *ServicePort) UsesClusterEndpoints() bool { return !s.InternalLocal || !s.ExternalLocal }
+// ExternallyAccessible: the service port takes traffic from outside the cluster (a NodePort,
+// external or load-balancer IPs).
+func (s *ServicePort) ExternallyAccessible() bool {
+	return s.NodePort != 0 || len(s.ExternalIPs) > 0 || len(s.LoadBalancerIPs) > 0
+}
+
+// UsesClusterEndpoints: some traffic to the service port may go to any node's endpoints. An
+// externally accessible port always does: with externalTrafficPolicy Local, traffic from pods
+// and the node itself to its external addresses still goes to the whole cluster.
+func (s *ServicePort) UsesClusterEndpoints() bool {
+	return !s.InternalLocal || s.ExternallyAccessible()
+}
 
 // UsesLocalEndpoints: some traffic to the service port goes only to this node's endpoints.
-func (s *ServicePort) UsesLocalEndpoints() bool { return s.InternalLocal || s.ExternalLocal }
+func (s *ServicePort) UsesLocalEndpoints() bool {
+	return s.InternalLocal || (s.ExternalLocal && s.ExternallyAccessible())
+}
 
 // CategorizeEndpoints chooses, as kube-proxy does, the endpoints traffic may go to:
 //

@@ -61,12 +61,13 @@ func TestCategorizeEndpoints(t *testing.T) {
 			cluster: "10.0.0.1 10.0.0.2", reachable: "10.0.0.1 10.0.0.2", hasAny: true},
 		{name: "node hints win over zone hints", endpoints: []string{"10.0.0.1 ready hints=a nodehints=n2", "10.0.0.2 ready hints=a nodehints=n1"},
 			cluster: "10.0.0.2", reachable: "10.0.0.2", hasAny: true},
-		{name: "internal Local", internalLocal: true, endpoints: []string{"10.0.0.1 ready local", "10.0.0.2 ready"},
-			cluster: "10.0.0.1 10.0.0.2", local: "10.0.0.1", reachable: "10.0.0.1 10.0.0.2", hasAny: true},
-		{name: "both Local, no local endpoint", internalLocal: true, extLocal: true, endpoints: []string{"10.0.0.2 ready"},
-			hasAny: true},
-		{name: "both Local", internalLocal: true, extLocal: true, endpoints: []string{"10.0.0.1 ready local", "10.0.0.2 ready"},
+		{name: "internal Local, no external access", internalLocal: true, endpoints: []string{"10.0.0.1 ready local", "10.0.0.2 ready"},
 			local: "10.0.0.1", reachable: "10.0.0.1", hasAny: true},
+		{name: "internal Local, no local endpoint", internalLocal: true, endpoints: []string{"10.0.0.2 ready"},
+			hasAny: true},
+		{name: "both Local, externally accessible: the cluster set serves short-circuited traffic", internalLocal: true, extLocal: true,
+			endpoints: []string{"10.0.0.1 ready local", "10.0.0.2 ready"},
+			cluster: "10.0.0.1 10.0.0.2", local: "10.0.0.1", reachable: "10.0.0.1 10.0.0.2", hasAny: true},
 		{name: "Local falls back to local terminating", extLocal: true, endpoints: []string{"10.0.0.1 serving terminating local", "10.0.0.2 ready"},
 			cluster: "10.0.0.2", local: "10.0.0.1", reachable: "10.0.0.1 10.0.0.2", hasAny: true},
 	} {
@@ -76,6 +77,9 @@ func TestCategorizeEndpoints(t *testing.T) {
 				eps = append(eps, ep(s))
 			}
 			svc := &ServicePort{InternalLocal: tc.internalLocal, ExternalLocal: tc.extLocal}
+			if tc.extLocal {
+				svc.NodePort = 30080 // externalTrafficPolicy applies only to external access
+			}
 			cluster, local, reachable, hasAny := CategorizeEndpoints(eps, svc, "n1", "a")
 			if ips(cluster) != tc.cluster || ips(local) != tc.local || ips(reachable) != tc.reachable || hasAny != tc.hasAny {
 				t.Errorf("cluster %q local %q reachable %q hasAny %v; want %q %q %q %v",

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -49,6 +50,9 @@ type Options struct {
 
 	// FullSyncPeriod: a full sync at least this often (DefaultFullSyncPeriod).
 	FullSyncPeriod time.Duration
+	// Registry is where /metrics comes from; the data path registers its own metrics in it
+	// too. nil: a fresh one.
+	Registry *prometheus.Registry
 	// IPFamily is the family served; empty means: the family of the node's first InternalIP
 	// (else ExternalIP) when the Node exists at start, else IPv4.
 	IPFamily corev1.IPFamily

@@ -65,7 +65,10 @@ func Start(ctx context.Context, o Options, c *client.Client, dp DataPath) (*Serv
 	if family == "" {
 		family = detectIPFamily(ctx, c, nodeName)
 	}
-	reg := prometheus.NewRegistry()
+	reg := o.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	p, err := NewProxier(ProxierConfig{
 		DataPath: dp, NodeName: nodeName, IPFamily: family,

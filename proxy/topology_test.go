@@ -67,7 +67,7 @@ func TestCategorizeEndpoints(t *testing.T) {
 			hasAny: true},
 		{name: "both Local, externally accessible: the cluster set serves short-circuited traffic", internalLocal: true, extLocal: true,
 			endpoints: []string{"10.0.0.1 ready local", "10.0.0.2 ready"},
-			cluster: "10.0.0.1 10.0.0.2", local: "10.0.0.1", reachable: "10.0.0.1 10.0.0.2", hasAny: true},
+			cluster:   "10.0.0.1 10.0.0.2", local: "10.0.0.1", reachable: "10.0.0.1 10.0.0.2", hasAny: true},
 		{name: "Local falls back to local terminating", extLocal: true, endpoints: []string{"10.0.0.1 serving terminating local", "10.0.0.2 ready"},
 			cluster: "10.0.0.2", local: "10.0.0.1", reachable: "10.0.0.1 10.0.0.2", hasAny: true},
 	} {

@@ -74,10 +74,10 @@ type process struct {
 
 // startKplane starts `kplane apiserver` on dataDir and waits for /readyz; it returns the time
 // that took. KPLANE_BENCH_ETCD (endpoints) makes it use that etcd instead of an embedded one.
-func startKplane(b testing.TB, dataDir string) (*process, time.Duration) {
+func startKplane(b testing.TB, dataDir string, extraArgs ...string) (*process, time.Duration) {
 	kubeconfig := filepath.Join(dataDir, "kubeconfig")
 	os.Remove(kubeconfig)
-	args := []string{"apiserver", "--secure-port", "0", "--data-dir", dataDir, "--write-kubeconfig", kubeconfig}
+	args := append([]string{"apiserver", "--secure-port", "0", "--data-dir", dataDir, "--write-kubeconfig", kubeconfig}, extraArgs...)
 	if e := os.Getenv("KPLANE_BENCH_ETCD"); e != "" {
 		args = append(args, "--etcd-servers", e)
 	}

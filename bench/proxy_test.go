@@ -1,0 +1,180 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kplane/kplane/client"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// The proxy benchmark's fixture: services, each with one EndpointSlice of endpointsPerService
+// ready endpoints. KPLANE_BENCH_PROXY_SERVICES overrides the number of services.
+const (
+	endpointsPerService = 10
+	proxyChanges        = 20
+)
+
+// BenchmarkProxySync measures `kplane proxy` (as a process) on a kplane apiserver holding 10k
+// services with 100k endpoints: the first full sync (its duration, from the proxy's
+// kubeproxy_sync_full_proxy_rules_duration_seconds, and the wall time from exec until it is
+// done), the partial sync after one service's endpoints change (p50/max of 20 changes), and
+// the proxy's RSS. Mode from KPLANE_BENCH_PROXY_MODE (default userspace: ClusterIPs from
+// 127.64.0.0/16 are bound as listeners, 10k of them). Run with -benchtime=1x.
+func BenchmarkProxySync(b *testing.B) {
+	services, _ := strconv.Atoi(envOr("KPLANE_BENCH_PROXY_SERVICES", "10000"))
+	mode := envOr("KPLANE_BENCH_PROXY_MODE", "userspace")
+	for range b.N {
+		runProxySync(b, services, mode)
+	}
+}
+
+func runProxySync(b *testing.B, services int, mode string) {
+	b.StopTimer()
+	api, _ := startKplane(b, b.TempDir(), "--service-cluster-ip-range", "127.64.0.0/16")
+	defer api.stop()
+	c, err := client.FromKubeconfig(api.kubeconfig, -1, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	ns := "bench-proxy"
+	if _, err := client.Resource[*corev1.Namespace](c, "namespaces").Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		b.Fatal(err)
+	}
+	svcAPI := client.Resource[*corev1.Service](c, "services").Namespace(ns)
+	sliceAPI := client.Resource[*discoveryv1.EndpointSlice](c, "endpointslices").Namespace(ns)
+	parallel(b, services, func(i int) error {
+		if _, err := svcAPI.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("svc-", i)},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{"svc": fmt.Sprint(i)},
+				Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}}}); err != nil {
+			return err
+		}
+		_, err := sliceAPI.Create(ctx, proxyBenchSlice(i, 0))
+		return err
+	})
+
+	metricsPort := freeTCPPort(b)
+	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
+	cmd := exec.Command(kplaneBinary(b), "proxy", "--kubeconfig", api.kubeconfig, "--proxy-mode", mode,
+		"--hostname-override", "bench-node", "--healthz-bind-address", "127.0.0.1:0",
+		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metricsPort), "--kube-api-qps", "-1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	logs, _ := os.Create(filepath.Join(b.TempDir(), "proxy.log"))
+	cmd.Stdout, cmd.Stderr = logs, logs
+	began := time.Now()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
+	full := waitMetric(b, metricsURL, "kubeproxy_sync_full_proxy_rules_duration_seconds", 1, logs.Name())
+	toProgrammed := time.Since(began)
+
+	var partials []time.Duration
+	for i := range proxyChanges {
+		cur, err := sliceAPI.Get(ctx, fmt.Sprint("svc-", i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		next := proxyBenchSlice(i, i+1)
+		next.ResourceVersion = cur.ResourceVersion
+		before := readMetric(b, metricsURL, "kubeproxy_sync_partial_proxy_rules_duration_seconds")
+		if _, err := sliceAPI.Update(ctx, next); err != nil {
+			b.Fatal(err)
+		}
+		after := waitMetric(b, metricsURL, "kubeproxy_sync_partial_proxy_rules_duration_seconds", before.count+1, logs.Name())
+		partials = append(partials, time.Duration((after.sum-before.sum)*float64(time.Second)))
+	}
+	slices.Sort(partials)
+	b.ReportMetric(full.sum*1000, "full-sync-ms")
+	b.ReportMetric(toProgrammed.Seconds(), "start-to-programmed-s")
+	b.ReportMetric(float64(partials[len(partials)/2].Microseconds())/1000, "partial-sync-p50-ms")
+	b.ReportMetric(float64(partials[len(partials)-1].Microseconds())/1000, "partial-sync-max-ms")
+	b.ReportMetric(rssMB(cmd.Process.Pid), "RSS-MB")
+}
+
+// proxyBenchSlice is service i's slice; generation g shifts its endpoint addresses.
+func proxyBenchSlice(i, g int) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: fmt.Sprint("svc-", i), Labels: map[string]string{discoveryv1.LabelServiceName: fmt.Sprint("svc-", i)}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: new("http"), Port: new(int32(8080)), Protocol: new(corev1.ProtocolTCP)}},
+	}
+	for e := range endpointsPerService {
+		n := i*endpointsPerService + e + g
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
+			Addresses:  []string{fmt.Sprintf("10.%d.%d.%d", 100+n>>16, (n>>8)&255, n&255)},
+			Conditions: discoveryv1.EndpointConditions{Ready: new(true)},
+		})
+	}
+	return s
+}
+
+func freeTCPPort(b *testing.B) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// histogram is one Prometheus histogram's sum and count.
+type histogram struct {
+	sum   float64
+	count int
+}
+
+// readMetric reads a histogram (summed over its labels) from a /metrics page; zero when absent.
+func readMetric(b *testing.B, url, name string) histogram {
+	resp, err := http.Get(url)
+	if err != nil {
+		return histogram{}
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var h histogram
+	for _, line := range strings.Split(string(body), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		v, _ := strconv.ParseFloat(f[1], 64)
+		switch {
+		case strings.HasPrefix(f[0], name+"_sum"):
+			h.sum += v
+		case strings.HasPrefix(f[0], name+"_count"):
+			h.count += int(v)
+		}
+	}
+	return h
+}
+
+// waitMetric waits until the histogram has counted at least n observations.
+func waitMetric(b *testing.B, url, name string, n int, logName string) histogram {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		if h := readMetric(b, url, name); h.count >= n {
+			return h
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%s never reached %d observations (log: %s)", name, n, logName)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"net"
 	"strings"
 
+	"github.com/kplane/kplane/controller"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -23,20 +24,10 @@ func includePod(pod *corev1.Pod, publishNotReady bool) bool {
 	return publishNotReady || pod.DeletionTimestamp == nil
 }
 
-// podReadyCondition returns the pod's Ready condition, or nil when it has none.
-func podReadyCondition(pod *corev1.Pod) *corev1.PodCondition {
-	for i := range pod.Status.Conditions {
-		if pod.Status.Conditions[i].Type == corev1.PodReady {
-			return &pod.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
 // podReady reports Ready=True. The phase does not matter: a Pending or Unknown pod that says
 // it is ready is believed.
 func podReady(pod *corev1.Pod) bool {
-	c := podReadyCondition(pod)
+	c := controller.PodReadyCondition(pod)
 	return c != nil && c.Status == corev1.ConditionTrue
 }
 

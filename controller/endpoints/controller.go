@@ -60,7 +60,7 @@ type Controller struct {
 	// rollout) becomes one write.
 	batchPeriod time.Duration
 
-	triggers *triggerTimes
+	triggers *controller.TriggerTimes
 	stale    *staleVersions
 	problems *problemLog
 }
@@ -89,7 +89,7 @@ func New(ctx *controller.Context) (*Controller, error) {
 		endpoints:   cache.For[*corev1.Endpoints](ctx.Informers, "endpoints"),
 		queue:       workqueue.NewRateLimited[string](limiter, workqueue.WithName(Name), workqueue.WithMetrics(ctx.QueueMetrics)),
 		batchPeriod: ctx.Config.EndpointUpdatesBatchPeriod,
-		triggers:    newTriggerTimes(),
+		triggers:    controller.NewTriggerTimes(),
 		stale:       newStaleVersions(),
 		problems:    newProblemLog(),
 	}

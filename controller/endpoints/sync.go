@@ -30,7 +30,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		if err := endpointsAPI.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !client.IsNotFound(err) {
 			return err
 		}
-		c.triggers.forget(key)
+		c.triggers.Forget(key)
 		c.stale.forget(key)
 		c.problems.forget(key)
 		return nil
@@ -44,7 +44,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	pods := c.podSelector.Selected(ns, svc.Spec.Selector)
 	// Committed on every sync that succeeds, written or not, so that the next sync compares
 	// with the latest state.
-	trigger, seen := c.triggers.observe(key, svc, pods)
+	trigger, seen := c.triggers.Observe(key, svc, pods)
 	want := computeSubsets(svc, pods)
 	c.problems.report(key, want.Problems)
 
@@ -57,7 +57,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 
 	next := plan(svc, current, want.Subsets, trigger)
 	if next == nil {
-		c.triggers.commit(key, seen)
+		c.triggers.Commit(key, seen)
 		return nil
 	}
 	if current == nil {
@@ -69,7 +69,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		}
 	}
 	if err == nil {
-		c.triggers.commit(key, seen)
+		c.triggers.Commit(key, seen)
 		return nil
 	}
 	if ctx.Err() != nil {

@@ -50,7 +50,7 @@ type Controller struct {
 
 	queue    *workqueue.RateLimitingQueue[string]
 	tracker  *sliceTracker
-	triggers *triggerTimes
+	triggers *controller.TriggerTimes
 	metrics  *metrics
 	syncs    *controller.SyncMetrics
 	recorder *controller.Recorder
@@ -103,7 +103,7 @@ func New(ctx *controller.Context) (*Controller, error) {
 			),
 			workqueue.WithName("endpoint_slice"), workqueue.WithMetrics(ctx.QueueMetrics)),
 		tracker:              newSliceTracker(),
-		triggers:             newTriggerTimes(),
+		triggers:             controller.NewTriggerTimes(),
 		metrics:              m,
 		syncs:                ctx.Syncs,
 		logged:               newOnceLog(),

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kplane/kplane/controller"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -60,17 +61,8 @@ func includePod(pod *corev1.Pod) bool {
 
 // podReady reports whether the pod's Ready condition is True.
 func podReady(pod *corev1.Pod) bool {
-	c := readyCondition(pod)
+	c := controller.PodReadyCondition(pod)
 	return c != nil && c.Status == corev1.ConditionTrue
-}
-
-func readyCondition(pod *corev1.Pod) *corev1.PodCondition {
-	for i := range pod.Status.Conditions {
-		if pod.Status.Conditions[i].Type == corev1.PodReady {
-			return &pod.Status.Conditions[i]
-		}
-	}
-	return nil
 }
 
 // podEndpoint builds the Endpoint a pod contributes to slices of address type at. node may be

@@ -47,7 +47,7 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 	if err != nil {
 		// Deleted. Its slices are removed with it by the garbage collector, through their
 		// owner references; only what this controller remembers about it goes here.
-		c.triggers.Forget(svcName)
+		c.triggers.Forget(key)
 		c.tracker.DeleteService(svcName)
 		c.metrics.forgetService(svcName)
 		return nil
@@ -65,9 +65,9 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 	if c.tracker.Stale(svcName, existing) {
 		return errStaleCache
 	}
-	// Computed before knowing whether anything is written, so that the tracker's view of the
-	// pods stays current either way.
-	trigger := c.triggers.Compute(svc, pods)
+	// Committed once the slices are written (or nothing needed writing), so that a retry
+	// after a failed write still carries the trigger.
+	trigger, seen := c.triggers.Observe(key, svc, pods)
 	p := reconcile(reconcileInput{
 		service:              svc,
 		pods:                 pods,
@@ -87,6 +87,7 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 		c.recordFailure(svc, err)
 		return err
 	}
+	c.triggers.Commit(key, seen)
 	if len(p.missingNodes) > 0 {
 		// The slices were written without these pods; retry until their Nodes are known (or
 		// the pods are gone).

@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// managerProcess is a running `kplane controller-manager`.
-type managerProcess struct {
+// roleProcess is a running kplane role (controller-manager, proxy, ...).
+type roleProcess struct {
 	cmd    *exec.Cmd
 	out    *syncBuffer
 	exited chan struct{}
@@ -20,12 +20,18 @@ type managerProcess struct {
 
 // startManager runs a controller manager against the test server, electing its leader on
 // the lease named lease with short durations (3 s lease) so takeovers are quick.
-func startManager(t *testing.T, lease string) *managerProcess {
+func startManager(t *testing.T, lease string) *roleProcess {
 	t.Helper()
-	cmd := exec.Command(env.bin, "controller-manager", "--kubeconfig", env.kubeconfig, "--secure-port", "0",
+	return startRole(t, "controller-manager", "--kubeconfig", env.kubeconfig, "--secure-port", "0",
 		"--leader-elect-resource-name", lease, "--leader-elect-lease-duration", "3s",
 		"--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "200ms")
-	p := &managerProcess{cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
+}
+
+// startRole runs `kplane <args>` until the test ends, its output kept for failure reports.
+func startRole(t *testing.T, args ...string) *roleProcess {
+	t.Helper()
+	cmd := exec.Command(env.bin, args...)
+	p := &roleProcess{cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -39,19 +45,19 @@ func startManager(t *testing.T, lease string) *managerProcess {
 		_ = cmd.Process.Kill()
 		<-p.exited
 		if t.Failed() {
-			t.Logf("controller manager output:\n%s", p.out.String())
+			t.Logf("kplane %s output:\n%s", args[0], p.out.String())
 		}
 	})
 	return p
 }
 
 // waitLog waits until the manager's log contains s.
-func (p *managerProcess) waitLog(t *testing.T, s string) {
+func (p *roleProcess) waitLog(t *testing.T, s string) {
 	t.Helper()
 	deadline := time.Now().Add(watchTimeout)
 	for !strings.Contains(p.out.String(), s) {
 		if time.Now().After(deadline) {
-			t.Fatalf("controller manager never logged %q:\n%s", s, p.out.String())
+			t.Fatalf("kplane %s never logged %q:\n%s", p.cmd.Args[1], s, p.out.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -231,6 +231,8 @@ func (r result) String() string {
 type kc struct {
 	t  *testing.T
 	ns string
+	// kubeconfig names another server than the shared one (empty: env.kubeconfig).
+	kubeconfig string
 }
 
 var nsCounter atomic.Int64
@@ -260,7 +262,11 @@ func (k kc) run(stdin string, args ...string) result {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), kubectlTimeout)
 	defer cancel()
-	full := append([]string{"--kubeconfig", env.kubeconfig, "--cache-dir", env.cacheDir}, args...)
+	kubeconfig := env.kubeconfig
+	if k.kubeconfig != "" {
+		kubeconfig = k.kubeconfig
+	}
+	full := append([]string{"--kubeconfig", kubeconfig, "--cache-dir", env.cacheDir}, args...)
 	cmd := exec.CommandContext(ctx, env.kubectl, full...)
 	cmd.Env = env.kubectlEnv
 	if stdin != "" {

@@ -147,6 +147,7 @@ type request struct {
 	query       url.Values
 	body        []byte
 	contentType string
+	accept      string // empty: protobuf, else JSON
 }
 
 // idempotent requests may be sent again after a connection error.
@@ -178,7 +179,11 @@ func (c *Client) do(ctx context.Context, req *request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
-		hreq.Header.Set("Accept", accept)
+		if req.accept != "" {
+			hreq.Header.Set("Accept", req.accept)
+		} else {
+			hreq.Header.Set("Accept", accept)
+		}
 		hreq.Header.Set("User-Agent", c.userAgent)
 		if req.contentType != "" {
 			hreq.Header.Set("Content-Type", req.contentType)

@@ -260,3 +260,44 @@ func TestWrongResourceIsAnError(t *testing.T) {
 		t.Fatal("a pod handle on services read the kubernetes service without error")
 	}
 }
+
+func TestCreateSubresource(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	ns := testNamespace(t, c)
+	pods := client.Resource[*corev1.Pod](c, "pods")
+	if _, err := pods.Namespace(ns).Create(ctx, pod("p", nil)); err != nil {
+		t.Fatal(err)
+	}
+	bind := func(node string) *corev1.Binding {
+		return &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns}, Target: corev1.ObjectReference{Kind: "Node", Name: node}}
+	}
+	// The handle names no namespace: the Binding's is used.
+	status := &metav1.Status{}
+	if err := pods.CreateSubresource(ctx, "p", "binding", bind("node-1"), status); err != nil {
+		t.Fatal(err)
+	}
+	if status.Status != metav1.StatusSuccess {
+		t.Errorf("answer = %+v, want a success Status", status)
+	}
+	got, err := pods.Namespace(ns).Get(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.NodeName != "node-1" {
+		t.Errorf("nodeName = %q, want node-1", got.Spec.NodeName)
+	}
+	for _, tc := range []struct {
+		name, pod string
+		check     func(error) bool
+	}{
+		{"already bound", "p", client.IsConflict},
+		{"no such pod", "missing", client.IsNotFound},
+	} {
+		b := bind("node-2")
+		b.Name = tc.pod
+		if err := pods.Namespace(ns).CreateSubresource(ctx, tc.pod, "binding", b, nil); !tc.check(err) {
+			t.Errorf("%s: err = %v", tc.name, err)
+		}
+	}
+}

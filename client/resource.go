@@ -227,3 +227,30 @@ func (r *Typed[T]) Delete(ctx context.Context, name string, opts metav1.DeleteOp
 	}
 	return r.c.call(ctx, &request{method: http.MethodDelete, path: r.path(name), query: url.Values{}, body: body, contentType: mimeProtobuf}, nil)
 }
+
+// CreateSubresource POSTs obj to a subresource of the named object, such as a Binding to
+// pods/<name>/binding. obj's kind is its own (not T's); its apiVersion and kind are filled in
+// from the scheme when empty. The server's answer (often a Status) is decoded into out
+// unless out is nil.
+func (r *Typed[T]) CreateSubresource(ctx context.Context, name, subresource string, obj, out runtime.Object, opts ...metav1.CreateOptions) error {
+	q, err := queryOf(first(opts))
+	if err != nil {
+		return err
+	}
+	if obj.GetObjectKind().GroupVersionKind().Empty() {
+		kinds, _, err := scheme.Scheme.ObjectKinds(obj)
+		if err != nil || len(kinds) == 0 {
+			return fmt.Errorf("client: %T is not in the scheme: %v", obj, err)
+		}
+		obj.GetObjectKind().SetGroupVersionKind(kinds[0])
+	}
+	h := r
+	if m, err := meta.Accessor(obj); err == nil && r.namespace == "" && m.GetNamespace() != "" {
+		h = r.Namespace(m.GetNamespace())
+	}
+	body, err := encodeBody(obj)
+	if err != nil {
+		return err
+	}
+	return r.c.call(ctx, &request{method: http.MethodPost, path: h.path(name, subresource), query: q, body: body, contentType: mimeProtobuf}, out)
+}

@@ -1,0 +1,95 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Raw sends one request in JSON to path (with query, and body as the JSON request body when it
+// is not nil) through the client's rate limiter and retries, and returns the body of a 2xx
+// answer; any other answer is returned as the API error it carries. It is for what the typed
+// handles cannot express: discovery, and resources whose Go type the program does not know.
+func (c *Client) Raw(ctx context.Context, method, path string, query url.Values, body []byte) ([]byte, error) {
+	if !strings.HasPrefix(path, "/") {
+		return nil, fmt.Errorf("client: path %q is not absolute", path)
+	}
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	req := &request{method: method, path: path, query: query, body: body, accept: mimeJSON}
+	if body != nil {
+		req.contentType = mimeJSON
+	}
+	resp, err := c.do(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, errorFromResponse(resp, data)
+	}
+	return data, nil
+}
+
+// ServerResources returns the resource lists of discovery: /api/v1 first, then the preferred
+// version of every group under /apis, in the server's order.
+func (c *Client) ServerResources(ctx context.Context) ([]*metav1.APIResourceList, error) {
+	get := func(path string, into any) error {
+		data, err := c.Raw(ctx, http.MethodGet, path, nil, nil)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(data, into); err != nil {
+			return fmt.Errorf("client: decode %s: %w", path, err)
+		}
+		return nil
+	}
+	core := &metav1.APIResourceList{}
+	if err := get("/api/v1", core); err != nil {
+		return nil, err
+	}
+	if core.GroupVersion == "" {
+		core.GroupVersion = "v1"
+	}
+	out := []*metav1.APIResourceList{core}
+	var groups metav1.APIGroupList
+	if err := get("/apis", &groups); err != nil {
+		return nil, err
+	}
+	for _, g := range groups.Groups {
+		gv := g.PreferredVersion.GroupVersion
+		if gv == "" && len(g.Versions) > 0 {
+			gv = g.Versions[0].GroupVersion
+		}
+		if gv == "" {
+			continue
+		}
+		list := &metav1.APIResourceList{}
+		if err := get("/apis/"+gv, list); err != nil {
+			return nil, err
+		}
+		if list.GroupVersion == "" {
+			list.GroupVersion = gv
+		}
+		out = append(out, list)
+	}
+	return out, nil
+}
+
+// UpdateSubresource replaces obj through one of its subresources ("status", "finalize").
+func (r *Typed[T]) UpdateSubresource(ctx context.Context, obj T, subresource string, opts ...metav1.UpdateOptions) (T, error) {
+	return r.write(ctx, http.MethodPut, r.forObject(obj).path(obj.GetName(), subresource), obj, first(opts))
+}

@@ -1,0 +1,280 @@
+// Package scheduler binds pods that name no node to a ready, schedulable node that their
+// nodeSelector and tolerations allow, spreading them by the number of pods each node runs.
+// Pods that fit nowhere get the PodScheduled=False condition (reason Unschedulable) and are
+// tried again when nodes change and, with growing delays, on their own.
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/kplane/kplane/cache"
+	"github.com/kplane/kplane/client"
+	"github.com/kplane/kplane/controller"
+	"github.com/kplane/kplane/workqueue"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// DefaultSchedulerName is the spec.schedulerName this scheduler serves (an empty one too).
+const DefaultSchedulerName = corev1.DefaultSchedulerName
+
+// Name names the scheduler's work queue, metrics and logs.
+const Name = "scheduler"
+
+// Retry pacing of an unschedulable pod when nothing changes: 1 s doubling up to 60 s.
+const (
+	unschedulableBase = time.Second
+	unschedulableMax  = 60 * time.Second
+)
+
+// Scheduler binds the unscheduled pods of its informers. The work queue holds pod keys
+// ("ns/name"); events only queue keys and sync does the work.
+type Scheduler struct {
+	client   *client.Client
+	pods     *cache.Informer[*corev1.Pod]
+	nodes    *cache.Informer[*corev1.Node]
+	handlers []cache.Registration
+	queue    *workqueue.RateLimitingQueue[string]
+
+	// mu serialises choosing a node with recording the choice, so that concurrent workers
+	// (and bindings the pod cache has not seen yet) spread instead of piling up.
+	mu sync.Mutex
+	// assumed holds the node each pod was bound to until the pod cache shows the binding.
+	assumed map[string]string
+	// waiting holds the unschedulable pods and how often each failed in a row.
+	waiting map[string]int
+}
+
+// New builds a scheduler on the pods and nodes informers of f and registers its event
+// handlers; the caller starts f, then calls Run.
+func New(c *client.Client, f *cache.Factory) *Scheduler {
+	s := &Scheduler{
+		client:  c,
+		pods:    cache.For[*corev1.Pod](f, "pods"),
+		nodes:   cache.For[*corev1.Node](f, "nodes"),
+		queue:   workqueue.NewRateLimited[string](workqueue.DefaultControllerRateLimiter[string](), workqueue.WithName(Name)),
+		assumed: map[string]string{},
+		waiting: map[string]int{},
+	}
+	s.handlers = []cache.Registration{
+		s.pods.AddHandler(cache.Handler[*corev1.Pod]{
+			OnAdd:    func(p *corev1.Pod, _ bool) { s.onPod(p, false) },
+			OnUpdate: func(_, p *corev1.Pod) { s.onPod(p, false) },
+			OnDelete: func(p *corev1.Pod, _ bool) { s.onPod(p, true) },
+		}, 0),
+		s.nodes.AddHandler(cache.Handler[*corev1.Node]{
+			OnAdd:    func(*corev1.Node, bool) { s.retryWaiting() },
+			OnUpdate: s.onNodeUpdate,
+		}, 0),
+	}
+	return s
+}
+
+// responsible reports whether pod is one this scheduler should place.
+func responsible(pod *corev1.Pod) bool {
+	return pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil &&
+		(pod.Spec.SchedulerName == "" || pod.Spec.SchedulerName == DefaultSchedulerName) &&
+		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
+}
+
+func (s *Scheduler) onPod(pod *corev1.Pod, deleted bool) {
+	key := cache.MetaNamespaceKey(pod)
+	if deleted || !responsible(pod) {
+		s.mu.Lock()
+		if deleted || pod.Spec.NodeName != "" {
+			delete(s.assumed, key)
+		}
+		delete(s.waiting, key)
+		s.mu.Unlock()
+		return
+	}
+	s.queue.Add(key)
+}
+
+// onNodeUpdate retries the waiting pods when a change may let one fit; status heartbeats
+// that change nothing of that kind are ignored.
+func (s *Scheduler) onNodeUpdate(old, cur *corev1.Node) {
+	if NodeReady(old) != NodeReady(cur) || old.Spec.Unschedulable != cur.Spec.Unschedulable ||
+		!labels.Equals(old.Labels, cur.Labels) || !taintsEqual(old.Spec.Taints, cur.Spec.Taints) {
+		s.retryWaiting()
+	}
+}
+
+func taintsEqual(a, b []corev1.Taint) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Key != b[i].Key || a[i].Value != b[i].Value || a[i].Effect != b[i].Effect {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Scheduler) retryWaiting() {
+	s.mu.Lock()
+	keys := make([]string, 0, len(s.waiting))
+	for k := range s.waiting {
+		keys = append(keys, k)
+	}
+	s.mu.Unlock()
+	for _, k := range keys {
+		s.queue.Add(k)
+	}
+}
+
+// Run waits for the caches and schedules with workers goroutines until ctx is cancelled. It
+// returns once every goroutine it started has ended.
+func (s *Scheduler) Run(ctx context.Context, workers int) {
+	defer func() {
+		for _, h := range s.handlers {
+			h.Remove()
+		}
+	}()
+	slog.Info("starting scheduler", "workers", workers)
+	defer slog.Info("scheduler stopped")
+	synced := []func() bool{s.pods.HasSynced, s.nodes.HasSynced}
+	for _, h := range s.handlers {
+		synced = append(synced, h.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx, synced...) {
+		s.queue.ShutDown()
+		return
+	}
+	controller.Workers{Name: Name, Queue: s.queue, Count: workers, Sync: s.sync}.Run(ctx)
+}
+
+// podsOn counts the pods on each node: those the cache shows bound and not terminated, plus
+// those bound by this scheduler that the cache does not show bound yet. Callers hold s.mu.
+func (s *Scheduler) podsOn() map[string]int {
+	counts := map[string]int{}
+	for _, p := range s.pods.Lister().List(labels.Everything()) {
+		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		counts[p.Spec.NodeName]++
+	}
+	for key, node := range s.assumed {
+		ns, name, _ := cache.SplitKey(key)
+		p, err := s.pods.Lister().Namespace(ns).Get(name)
+		if err != nil || p.Spec.NodeName != "" {
+			continue // gone, or counted above
+		}
+		counts[node]++
+	}
+	return counts
+}
+
+// sync places one pod: it binds it to the best node, or records why it fits nowhere and
+// retries it later.
+func (s *Scheduler) sync(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitKey(key)
+	if err != nil {
+		return nil
+	}
+	pod, err := s.pods.Lister().Namespace(ns).Get(name)
+	if err != nil || !responsible(pod) {
+		return nil // deleted or placed: its events say so
+	}
+	s.mu.Lock()
+	if _, done := s.assumed[key]; done {
+		s.mu.Unlock()
+		return nil // bound already; the cache has not caught up
+	}
+	nodes := s.nodes.Lister().List(labels.Everything())
+	fit, misfits := Filter(pod, nodes)
+	var chosen *corev1.Node
+	if len(fit) > 0 {
+		counts := s.podsOn()
+		chosen = Choose(fit, func(n string) int { return counts[n] })
+		s.assumed[key] = chosen.Name
+		delete(s.waiting, key)
+	}
+	s.mu.Unlock()
+
+	if chosen == nil {
+		return s.unschedulable(ctx, key, pod, UnschedulableMessage(len(nodes), misfits))
+	}
+	binding := &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: chosen.Name},
+	}
+	err = client.Resource[*corev1.Pod](s.client, "pods").Namespace(ns).CreateSubresource(ctx, name, "binding", binding, nil)
+	if err != nil {
+		s.mu.Lock()
+		delete(s.assumed, key)
+		s.mu.Unlock()
+		if client.IsNotFound(err) {
+			return nil // deleted meanwhile
+		}
+		if client.IsConflict(err) {
+			// Bound by someone else, being deleted, or recreated under the same name: the
+			// pod's next event decides.
+			slog.Debug("binding conflict", "pod", key, "err", err)
+			return nil
+		}
+		return fmt.Errorf("binding pod %s to node %s: %w", key, chosen.Name, err)
+	}
+	slog.Debug("bound pod", "pod", key, "node", chosen.Name)
+	return nil
+}
+
+// unschedulable writes the PodScheduled=False condition when it differs from the pod's, and
+// queues the pod again after its backoff.
+func (s *Scheduler) unschedulable(ctx context.Context, key string, pod *corev1.Pod, msg string) error {
+	s.mu.Lock()
+	failures := s.waiting[key]
+	s.waiting[key] = failures + 1
+	s.mu.Unlock()
+	delay := unschedulableBase << min(failures, 16)
+	s.queue.AddAfter(key, min(delay, unschedulableMax))
+
+	if cond := podScheduledCondition(pod); cond != nil && cond.Status == corev1.ConditionFalse &&
+		cond.Reason == corev1.PodReasonUnschedulable && cond.Message == msg {
+		return nil
+	}
+	slog.Debug("pod is unschedulable", "pod", key, "why", msg)
+	updated := pod.DeepCopy()
+	setUnschedulable(updated, msg, metav1.Now())
+	_, err := client.Resource[*corev1.Pod](s.client, "pods").Namespace(pod.Namespace).UpdateStatus(ctx, updated)
+	if client.IsNotFound(err) || client.IsConflict(err) {
+		return nil // the pod changed; its event queues it again
+	}
+	if err != nil {
+		return errors.Join(fmt.Errorf("recording that pod %s is unschedulable", key), err)
+	}
+	return nil
+}
+
+func podScheduledCondition(pod *corev1.Pod) *corev1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == corev1.PodScheduled {
+			return &pod.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// setUnschedulable sets pod's PodScheduled condition to False with reason Unschedulable and
+// msg; the transition time changes only when the status does.
+func setUnschedulable(pod *corev1.Pod, msg string, now metav1.Time) {
+	cond := podScheduledCondition(pod)
+	if cond == nil {
+		pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: corev1.PodScheduled})
+		cond = &pod.Status.Conditions[len(pod.Status.Conditions)-1]
+	}
+	if cond.Status != corev1.ConditionFalse {
+		cond.LastTransitionTime = now
+	}
+	cond.Status = corev1.ConditionFalse
+	cond.Reason = corev1.PodReasonUnschedulable
+	cond.Message = msg
+	cond.LastProbeTime = now
+}

@@ -41,6 +41,18 @@ type Config struct {
 	EndpointSliceUpdatesBatchPeriod time.Duration
 	// MinResyncPeriod: informer handlers resync at a random period in [min, 2·min) (default 12h).
 	MinResyncPeriod time.Duration
+	// ConcurrentNamespaceSyncs: workers of the namespace controller (default 10).
+	ConcurrentNamespaceSyncs int
+	// NamespaceSyncPeriod: how often every namespace is looked at again (default 5m).
+	NamespaceSyncPeriod time.Duration
+	// TerminatedPodGCThreshold: terminated pods kept before the pod garbage collector deletes
+	// the oldest (default 12500; negative: never, which --terminated-pod-gc-threshold=0 sets).
+	TerminatedPodGCThreshold int
+	// PodGCPeriod: how often the pod garbage collector looks at every pod (default 20s).
+	PodGCPeriod time.Duration
+	// PodGCQuarantine: how long a node must stay missing before its pods are deleted
+	// (default 40s), so that a node registering a moment late does not lose its pods.
+	PodGCQuarantine time.Duration
 }
 
 // Defaults returns c with every zero field set to Kubernetes' default.
@@ -56,6 +68,21 @@ func (c Config) Defaults() Config {
 	}
 	if c.MinResyncPeriod == 0 {
 		c.MinResyncPeriod = 12 * time.Hour
+	}
+	if c.ConcurrentNamespaceSyncs == 0 {
+		c.ConcurrentNamespaceSyncs = 10
+	}
+	if c.NamespaceSyncPeriod == 0 {
+		c.NamespaceSyncPeriod = 5 * time.Minute
+	}
+	if c.TerminatedPodGCThreshold == 0 {
+		c.TerminatedPodGCThreshold = 12500
+	}
+	if c.PodGCPeriod == 0 {
+		c.PodGCPeriod = 20 * time.Second
+	}
+	if c.PodGCQuarantine == 0 {
+		c.PodGCQuarantine = 40 * time.Second
 	}
 	return c
 }

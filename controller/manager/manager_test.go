@@ -173,6 +173,7 @@ func TestInvalidOptions(t *testing.T) {
 		"slice size 1001":             func(o *manager.Options) { o.Config.MaxEndpointsPerSlice = 1001 },
 		"51 slice workers":            func(o *manager.Options) { o.Config.ConcurrentServiceEndpointSyncs = 51 },
 		"no endpoint workers":         func(o *manager.Options) { o.Config.ConcurrentEndpointSyncs = 0 },
+		"no namespace workers":        func(o *manager.Options) { o.Config.ConcurrentNamespaceSyncs = 0 },
 		"negative batch period":       func(o *manager.Options) { o.Config.EndpointUpdatesBatchPeriod = -time.Second },
 		"renew deadline too long":     func(o *manager.Options) { o.Election.RenewDeadline = time.Minute },
 		"port out of range":           func(o *manager.Options) { o.SecurePort = 70000 },

@@ -6,6 +6,7 @@ package manager
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -76,6 +77,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Config.EndpointUpdatesBatchPeriod, "endpoint-updates-batch-period", o.Config.EndpointUpdatesBatchPeriod, "delay before syncing a service after a pod change, to batch changes")
 	fs.DurationVar(&o.Config.EndpointSliceUpdatesBatchPeriod, "endpointslice-updates-batch-period", o.Config.EndpointSliceUpdatesBatchPeriod, "delay before syncing a service's slices after a pod change")
 	fs.DurationVar(&o.Config.MinResyncPeriod, "min-resync-period", o.Config.MinResyncPeriod, "informer resyncs happen at a random period between this and twice this")
+	fs.IntVar(&o.Config.ConcurrentNamespaceSyncs, "concurrent-namespace-syncs", o.Config.ConcurrentNamespaceSyncs, "workers of the namespace controller")
+	fs.DurationVar(&o.Config.NamespaceSyncPeriod, "namespace-sync-period", o.Config.NamespaceSyncPeriod, "how often the namespace controller looks at every namespace again")
+	fs.Var(gcThreshold{&o.Config.TerminatedPodGCThreshold}, "terminated-pod-gc-threshold", "terminated pods kept before the pod garbage collector deletes the oldest (0 = never delete them)")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect a leader among replicas through a Lease; only the leader runs controllers")
 	fs.DurationVar(&o.Election.LeaseDuration, "leader-elect-lease-duration", o.Election.LeaseDuration, "how long a silent leader keeps the lease")
 	fs.DurationVar(&o.Election.RenewDeadline, "leader-elect-renew-deadline", o.Election.RenewDeadline, "how long the leader tries to renew before it stops leading")
@@ -102,6 +106,12 @@ func (o Options) Validate() error {
 	}
 	if c.EndpointUpdatesBatchPeriod < 0 || c.EndpointSliceUpdatesBatchPeriod < 0 {
 		errs = append(errs, "batch periods must not be negative")
+	}
+	if c.ConcurrentNamespaceSyncs < 1 {
+		errs = append(errs, "--concurrent-namespace-syncs must be at least 1")
+	}
+	if c.NamespaceSyncPeriod <= 0 {
+		errs = append(errs, "--namespace-sync-period must be positive")
 	}
 	if c.MinResyncPeriod <= 0 {
 		errs = append(errs, "--min-resync-period must be positive")
@@ -169,3 +179,29 @@ func Names() []string {
 	}
 	return names
 }
+
+// gcThreshold is --terminated-pod-gc-threshold: on the command line 0 turns the collection of
+// terminated pods off, as in kube-controller-manager; in controller.Config 0 means the default
+// and a negative value means off.
+type gcThreshold struct{ p *int }
+
+func (g gcThreshold) String() string {
+	if g.p == nil || *g.p < 0 {
+		return "0"
+	}
+	return strconv.Itoa(*g.p)
+}
+
+func (g gcThreshold) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return fmt.Errorf("must be a whole number, 0 or more")
+	}
+	if n == 0 {
+		n = -1
+	}
+	*g.p = n
+	return nil
+}
+
+func (gcThreshold) Type() string { return "int" }

@@ -4,10 +4,16 @@ import (
 	"github.com/kplane/kplane/controller"
 	"github.com/kplane/kplane/controller/endpoints"
 	"github.com/kplane/kplane/controller/endpointslice"
+	"github.com/kplane/kplane/controller/namespace"
+	"github.com/kplane/kplane/controller/podgc"
+	"github.com/kplane/kplane/controller/serviceaccount"
 )
 
 // Registry lists every controller the manager can run, one entry each, in start order.
 var Registry = []controller.Entry{
 	endpoints.Entry,
 	endpointslice.Entry,
+	namespace.Entry,
+	serviceaccount.Entry,
+	podgc.Entry,
 }

@@ -1,0 +1,154 @@
+// Package serviceaccount is the service account controller: every active namespace has a
+// ServiceAccount named "default", created when the namespace appears and again whenever it is
+// deleted. Terminating namespaces get nothing (the apiserver would refuse it anyway).
+package serviceaccount
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/kplane/kplane/cache"
+	"github.com/kplane/kplane/client"
+	"github.com/kplane/kplane/controller"
+	"github.com/kplane/kplane/workqueue"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Name is the controller's name in --controllers, as in kube-controller-manager.
+const Name = "serviceaccount"
+
+// DefaultName is the ServiceAccount every namespace gets.
+const DefaultName = "default"
+
+// Entry registers the controller with the manager. kube-controller-manager runs it with one
+// worker and no flag to change that; so does kplane.
+var Entry = controller.Entry{
+	Name:    Name,
+	Workers: func(controller.Config) int { return 1 },
+	New: func(ctx *controller.Context) (controller.Controller, error) {
+		c, err := New(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	},
+}
+
+// Retry pacing per namespace: 5 ms doubling up to 1000 s, and at most 10 retries a second
+// after a burst of 100 for all namespaces together.
+const (
+	retryBase  = 5 * time.Millisecond
+	retryMax   = 1000 * time.Second
+	retryQPS   = 10
+	retryBurst = 100
+)
+
+// Controller queues namespace names; sync makes sure the namespace has its accounts.
+type Controller struct {
+	client   *client.Client
+	metrics  *controller.SyncMetrics
+	names    []string
+	accounts *cache.Informer[*corev1.ServiceAccount]
+	nss      *cache.Informer[*corev1.Namespace]
+	handlers []cache.Registration
+	queue    *workqueue.RateLimitingQueue[string]
+}
+
+// New builds the controller on ctx's shared informers (serviceaccounts, namespaces).
+func New(ctx *controller.Context) (*Controller, error) {
+	if ctx == nil || ctx.Client == nil || ctx.Informers == nil {
+		return nil, errors.New("serviceaccount controller: the context needs a client and informers")
+	}
+	limiter := workqueue.NewMaxOfRateLimiter[string](
+		workqueue.NewItemExponentialFailureRateLimiter[string](retryBase, retryMax),
+		workqueue.NewBucketRateLimiter[string](retryQPS, retryBurst),
+	)
+	c := &Controller{
+		client:   ctx.Client,
+		metrics:  ctx.Syncs,
+		names:    []string{DefaultName},
+		accounts: cache.For[*corev1.ServiceAccount](ctx.Informers, "serviceaccounts"),
+		nss:      cache.For[*corev1.Namespace](ctx.Informers, "namespaces"),
+		queue:    workqueue.NewRateLimited[string](limiter, workqueue.WithName(Name), workqueue.WithMetrics(ctx.QueueMetrics)),
+	}
+	queueNS := func(ns *corev1.Namespace) { c.queue.Add(ns.Name) }
+	c.handlers = []cache.Registration{
+		// Only a deletion of an account can take away what the controller made.
+		c.accounts.AddHandler(cache.Handler[*corev1.ServiceAccount]{
+			OnDelete: func(sa *corev1.ServiceAccount, _ bool) { c.queue.Add(sa.Namespace) },
+		}, 0),
+		c.nss.AddHandler(cache.Handler[*corev1.Namespace]{
+			OnAdd:    func(ns *corev1.Namespace, _ bool) { queueNS(ns) },
+			OnUpdate: func(_, ns *corev1.Namespace) { queueNS(ns) },
+		}, ctx.ResyncPeriod()),
+	}
+	return c, nil
+}
+
+// Name is the controller's name in --controllers.
+func (c *Controller) Name() string { return Name }
+
+// Run waits for the caches and syncs with workers goroutines until ctx is cancelled.
+func (c *Controller) Run(ctx context.Context, workers int) error {
+	defer func() {
+		for _, h := range c.handlers {
+			h.Remove()
+		}
+	}()
+	slog.Info("starting serviceaccount controller", "workers", workers)
+	defer slog.Info("serviceaccount controller stopped")
+	synced := []func() bool{c.accounts.HasSynced, c.nss.HasSynced}
+	for _, h := range c.handlers {
+		synced = append(synced, h.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx, synced...) {
+		c.queue.ShutDown()
+		return nil
+	}
+	controller.Workers{Name: Name, Queue: c.queue, Count: workers, Sync: c.sync, Metrics: c.metrics}.Run(ctx)
+	return nil
+}
+
+// sync creates the accounts namespace name lacks, if it is active.
+func (c *Controller) sync(ctx context.Context, name string) error {
+	ns, err := c.nss.Lister().Namespace("").Get(name)
+	if err != nil || ns == nil || !wantsAccounts(ns) {
+		return nil // gone, or terminating: nothing to do
+	}
+	accounts := client.Resource[*corev1.ServiceAccount](c.client, "serviceaccounts").Namespace(name)
+	var errs []error
+	for _, sa := range missing(c.names, func(n string) bool {
+		got, err := c.accounts.Lister().Namespace(name).Get(n)
+		return err == nil && got != nil
+	}) {
+		_, err := accounts.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}})
+		switch {
+		case err == nil, client.IsAlreadyExists(err):
+		case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+			return nil // it began terminating since the cache saw it
+		default:
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// wantsAccounts: only an active namespace (phase Active or not yet set, not being deleted).
+func wantsAccounts(ns *corev1.Namespace) bool {
+	return ns.DeletionTimestamp == nil && ns.Status.Phase != corev1.NamespaceTerminating
+}
+
+// missing returns the names that exists reports absent, in order.
+func missing(names []string, exists func(string) bool) []string {
+	var out []string
+	for _, n := range names {
+		if !exists(n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}

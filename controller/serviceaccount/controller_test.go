@@ -1,0 +1,142 @@
+package serviceaccount
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kplane/kplane/client"
+	"github.com/kplane/kplane/controller"
+	"github.com/kplane/kplane/internal/testserver"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+var c *client.Client
+
+func TestMain(m *testing.M) {
+	srv, err := testserver.Start(nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	c, err = client.New(client.Config{Host: srv.URL, QPS: -1})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = srv.Stop()
+	os.Exit(code)
+}
+
+func TestWantsAccounts(t *testing.T) {
+	now := metav1.Now()
+	for _, tc := range []struct {
+		name string
+		ns   corev1.Namespace
+		want bool
+	}{
+		{"new, no phase yet", corev1.Namespace{}, true},
+		{"active", corev1.Namespace{Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}, true},
+		{"terminating phase", corev1.Namespace{Status: corev1.NamespaceStatus{Phase: corev1.NamespaceTerminating}}, false},
+		{"deletion timestamp", corev1.Namespace{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &now}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}, false},
+	} {
+		if got := wantsAccounts(&tc.ns); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestMissing(t *testing.T) {
+	for _, tc := range []struct {
+		names, have, want []string
+	}{
+		{[]string{"default"}, nil, []string{"default"}},
+		{[]string{"default"}, []string{"default"}, nil},
+		{[]string{"a", "b", "c"}, []string{"b"}, []string{"a", "c"}},
+	} {
+		got := missing(tc.names, func(n string) bool { return slices.Contains(tc.have, n) })
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("missing(%v, have %v) = %v, want %v", tc.names, tc.have, got, tc.want)
+		}
+	}
+}
+
+// start runs the controller until the test ends.
+func start(t *testing.T) {
+	t.Helper()
+	cctx, err := controller.NewContext(c, controller.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrl, err := New(cctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	cctx.Informers.Start(ctx)
+	wg.Go(func() { cctx.Recorder.Run(ctx) })
+	wg.Go(func() {
+		if err := ctrl.Run(ctx, 1); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		cctx.Informers.Shutdown()
+	})
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestDefaultAccount(t *testing.T) {
+	ctx := context.Background()
+	nss := client.Resource[*corev1.Namespace](c, "namespaces")
+	// A namespace that is Terminating before the controller starts stays without accounts.
+	dying := testserver.Namespace(t, c, "sa-dying-")
+	if err := nss.Delete(ctx, dying, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start(t)
+	ns := testserver.Namespace(t, c, "sa-")
+	sas := client.Resource[*corev1.ServiceAccount](c, "serviceaccounts").Namespace(ns)
+	exists := func() bool {
+		_, err := sas.Get(ctx, DefaultName)
+		return err == nil
+	}
+	waitFor(t, "the default account", exists)
+	first, err := sas.Get(ctx, DefaultName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sas.Delete(ctx, DefaultName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the default account again", func() bool {
+		sa, err := sas.Get(ctx, DefaultName)
+		return err == nil && sa.UID != first.UID
+	})
+	list, err := client.Resource[*corev1.ServiceAccount](c, "serviceaccounts").Namespace(dying).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 0 {
+		t.Errorf("terminating namespace %s has %d accounts, want none", dying, len(list.Items))
+	}
+}

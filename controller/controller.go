@@ -53,6 +53,18 @@ type Config struct {
 	// PodGCQuarantine: how long a node must stay missing before its pods are deleted
 	// (default 40s), so that a node registering a moment late does not lose its pods.
 	PodGCQuarantine time.Duration
+	// ConcurrentReplicaSetSyncs: workers of the ReplicaSet controller (default 5).
+	ConcurrentReplicaSetSyncs int
+	// ConcurrentRCSyncs: workers of the ReplicationController controller (default 5).
+	ConcurrentRCSyncs int
+	// NodeMonitorGracePeriod: how long a node may go without a heartbeat (Lease renewal or
+	// Ready condition update) before it is marked unreachable (default 50s, as in v1.36).
+	NodeMonitorGracePeriod time.Duration
+	// NodeMonitorPeriod: how often the node lifecycle controller looks at every node (default 5s).
+	NodeMonitorPeriod time.Duration
+	// PodEvictionTimeout: how long pods that do not tolerate the unreachable or not-ready taint
+	// stay on such a node before they are evicted (default 5m, seed 000's).
+	PodEvictionTimeout time.Duration
 }
 
 // Defaults returns c with every zero field set to Kubernetes' default.
@@ -83,6 +95,21 @@ func (c Config) Defaults() Config {
 	}
 	if c.PodGCQuarantine == 0 {
 		c.PodGCQuarantine = 40 * time.Second
+	}
+	if c.ConcurrentReplicaSetSyncs == 0 {
+		c.ConcurrentReplicaSetSyncs = 5
+	}
+	if c.ConcurrentRCSyncs == 0 {
+		c.ConcurrentRCSyncs = 5
+	}
+	if c.NodeMonitorGracePeriod == 0 {
+		c.NodeMonitorGracePeriod = 50 * time.Second
+	}
+	if c.NodeMonitorPeriod == 0 {
+		c.NodeMonitorPeriod = 5 * time.Second
+	}
+	if c.PodEvictionTimeout == 0 {
+		c.PodEvictionTimeout = 5 * time.Minute
 	}
 	return c
 }

@@ -79,7 +79,12 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Config.MinResyncPeriod, "min-resync-period", o.Config.MinResyncPeriod, "informer resyncs happen at a random period between this and twice this")
 	fs.IntVar(&o.Config.ConcurrentNamespaceSyncs, "concurrent-namespace-syncs", o.Config.ConcurrentNamespaceSyncs, "workers of the namespace controller")
 	fs.DurationVar(&o.Config.NamespaceSyncPeriod, "namespace-sync-period", o.Config.NamespaceSyncPeriod, "how often the namespace controller looks at every namespace again")
+	fs.IntVar(&o.Config.ConcurrentReplicaSetSyncs, "concurrent-replicaset-syncs", o.Config.ConcurrentReplicaSetSyncs, "workers of the ReplicaSet controller")
+	fs.IntVar(&o.Config.ConcurrentRCSyncs, "concurrent-rc-syncs", o.Config.ConcurrentRCSyncs, "workers of the ReplicationController controller")
 	fs.Var(gcThreshold{&o.Config.TerminatedPodGCThreshold}, "terminated-pod-gc-threshold", "terminated pods kept before the pod garbage collector deletes the oldest (0 = never delete them)")
+	fs.DurationVar(&o.Config.NodeMonitorGracePeriod, "node-monitor-grace-period", o.Config.NodeMonitorGracePeriod, "how long a node may go without a heartbeat before it is marked unreachable")
+	fs.DurationVar(&o.Config.NodeMonitorPeriod, "node-monitor-period", o.Config.NodeMonitorPeriod, "how often the node lifecycle controller looks at every node")
+	fs.DurationVar(&o.Config.PodEvictionTimeout, "pod-eviction-timeout", o.Config.PodEvictionTimeout, "how long pods stay on an unreachable or not-ready node before they are evicted (unless they tolerate it)")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect a leader among replicas through a Lease; only the leader runs controllers")
 	fs.DurationVar(&o.Election.LeaseDuration, "leader-elect-lease-duration", o.Election.LeaseDuration, "how long a silent leader keeps the lease")
 	fs.DurationVar(&o.Election.RenewDeadline, "leader-elect-renew-deadline", o.Election.RenewDeadline, "how long the leader tries to renew before it stops leading")
@@ -110,8 +115,14 @@ func (o Options) Validate() error {
 	if c.ConcurrentNamespaceSyncs < 1 {
 		errs = append(errs, "--concurrent-namespace-syncs must be at least 1")
 	}
+	if c.ConcurrentReplicaSetSyncs < 1 || c.ConcurrentRCSyncs < 1 {
+		errs = append(errs, "--concurrent-replicaset-syncs and --concurrent-rc-syncs must be at least 1")
+	}
 	if c.NamespaceSyncPeriod <= 0 {
 		errs = append(errs, "--namespace-sync-period must be positive")
+	}
+	if c.NodeMonitorGracePeriod <= 0 || c.NodeMonitorPeriod <= 0 || c.PodEvictionTimeout <= 0 {
+		errs = append(errs, "--node-monitor-grace-period, --node-monitor-period and --pod-eviction-timeout must be positive")
 	}
 	if c.MinResyncPeriod <= 0 {
 		errs = append(errs, "--min-resync-period must be positive")

@@ -5,7 +5,9 @@ import (
 	"github.com/kplane/kplane/controller/endpoints"
 	"github.com/kplane/kplane/controller/endpointslice"
 	"github.com/kplane/kplane/controller/namespace"
+	"github.com/kplane/kplane/controller/nodelifecycle"
 	"github.com/kplane/kplane/controller/podgc"
+	"github.com/kplane/kplane/controller/replicaset"
 	"github.com/kplane/kplane/controller/serviceaccount"
 )
 
@@ -16,4 +18,7 @@ var Registry = []controller.Entry{
 	namespace.Entry,
 	serviceaccount.Entry,
 	podgc.Entry,
+	nodelifecycle.Entry,
+	replicaset.ReplicaSetEntry,
+	replicaset.ReplicationControllerEntry,
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/big"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -550,7 +551,7 @@ func (s *Server) deleteObject(ctx context.Context, res *resource, ns, name strin
 		}
 		grace := gracePeriod(cur, opts)
 		_, isNS := cur.(*corev1.Namespace)
-		if len(cur.GetFinalizers()) == 0 && !isNS && grace == 0 {
+		if len(gcFinalizers(cur.GetFinalizers(), opts)) == 0 && !isNS && grace == 0 {
 			obj, err := res.store.Delete(ctx, ns, name, func(c storage.Object) error {
 				if c.GetResourceVersion() != cur.GetResourceVersion() {
 					return errSkipDelete
@@ -570,6 +571,7 @@ func (s *Server) deleteObject(ctx context.Context, res *resource, ns, name strin
 				return nil, errSkipDelete
 			}
 			markDeleted(c, grace)
+			c.SetFinalizers(gcFinalizers(c.GetFinalizers(), opts))
 			return c, nil
 		}, res.claims, dry)
 		if errors.Is(err, errSkipDelete) {
@@ -633,6 +635,38 @@ func (s *Server) noteTerminated(ns string) {
 
 // protectedNamespaces are the namespaces a cluster cannot work without.
 var protectedNamespaces = map[string]bool{"default": true, "kube-system": true, "kube-public": true}
+
+// gcFinalizers returns finalizers with the garbage collector's two ("orphan", "foregroundDeletion")
+// set as the delete options ask: propagationPolicy Orphan (or orphanDependents=true) adds
+// "orphan", Foreground adds "foregroundDeletion", Background (or orphanDependents=false) adds
+// neither; each removes the other. Without either option the object's own choice stands, and
+// when it has none the default, Background, sets no finalizer.
+func gcFinalizers(finalizers []string, opts *metav1.DeleteOptions) []string {
+	orphan := slices.Contains(finalizers, metav1.FinalizerOrphanDependents)
+	foreground := !orphan && slices.Contains(finalizers, metav1.FinalizerDeleteDependents)
+	//lint:ignore SA1019 the deprecated orphanDependents is still part of the API.
+	if o := opts.OrphanDependents; o != nil {
+		orphan, foreground = *o, false
+	} else if p := opts.PropagationPolicy; p != nil {
+		orphan, foreground = *p == metav1.DeletePropagationOrphan, *p == metav1.DeletePropagationForeground
+	}
+	out := make([]string, 0, len(finalizers)+1)
+	for _, f := range finalizers {
+		if f != metav1.FinalizerOrphanDependents && f != metav1.FinalizerDeleteDependents {
+			out = append(out, f)
+		}
+	}
+	switch {
+	case orphan:
+		out = append(out, metav1.FinalizerOrphanDependents)
+	case foreground:
+		out = append(out, metav1.FinalizerDeleteDependents)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
 
 // markDeleted sets deletionTimestamp (once; a shorter grace period may shorten it).
 func markDeleted(obj storage.Object, grace int64) {

@@ -57,6 +57,8 @@ type Config struct {
 	ConcurrentReplicaSetSyncs int
 	// ConcurrentRCSyncs: workers of the ReplicationController controller (default 5).
 	ConcurrentRCSyncs int
+	// ConcurrentDeploymentSyncs: workers of the Deployment controller (default 5).
+	ConcurrentDeploymentSyncs int
 	// NodeMonitorGracePeriod: how long a node may go without a heartbeat (Lease renewal or
 	// Ready condition update) before it is marked unreachable (default 50s, as in v1.36).
 	NodeMonitorGracePeriod time.Duration
@@ -101,6 +103,9 @@ func (c Config) Defaults() Config {
 	}
 	if c.ConcurrentRCSyncs == 0 {
 		c.ConcurrentRCSyncs = 5
+	}
+	if c.ConcurrentDeploymentSyncs == 0 {
+		c.ConcurrentDeploymentSyncs = 5
 	}
 	if c.NodeMonitorGracePeriod == 0 {
 		c.NodeMonitorGracePeriod = 50 * time.Second

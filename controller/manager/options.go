@@ -81,6 +81,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Config.NamespaceSyncPeriod, "namespace-sync-period", o.Config.NamespaceSyncPeriod, "how often the namespace controller looks at every namespace again")
 	fs.IntVar(&o.Config.ConcurrentReplicaSetSyncs, "concurrent-replicaset-syncs", o.Config.ConcurrentReplicaSetSyncs, "workers of the ReplicaSet controller")
 	fs.IntVar(&o.Config.ConcurrentRCSyncs, "concurrent-rc-syncs", o.Config.ConcurrentRCSyncs, "workers of the ReplicationController controller")
+	fs.IntVar(&o.Config.ConcurrentDeploymentSyncs, "concurrent-deployment-syncs", o.Config.ConcurrentDeploymentSyncs, "workers of the Deployment controller")
 	fs.Var(gcThreshold{&o.Config.TerminatedPodGCThreshold}, "terminated-pod-gc-threshold", "terminated pods kept before the pod garbage collector deletes the oldest (0 = never delete them)")
 	fs.DurationVar(&o.Config.NodeMonitorGracePeriod, "node-monitor-grace-period", o.Config.NodeMonitorGracePeriod, "how long a node may go without a heartbeat before it is marked unreachable")
 	fs.DurationVar(&o.Config.NodeMonitorPeriod, "node-monitor-period", o.Config.NodeMonitorPeriod, "how often the node lifecycle controller looks at every node")
@@ -117,6 +118,9 @@ func (o Options) Validate() error {
 	}
 	if c.ConcurrentReplicaSetSyncs < 1 || c.ConcurrentRCSyncs < 1 {
 		errs = append(errs, "--concurrent-replicaset-syncs and --concurrent-rc-syncs must be at least 1")
+	}
+	if c.ConcurrentDeploymentSyncs < 1 {
+		errs = append(errs, "--concurrent-deployment-syncs must be at least 1")
 	}
 	if c.NamespaceSyncPeriod <= 0 {
 		errs = append(errs, "--namespace-sync-period must be positive")

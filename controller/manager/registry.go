@@ -2,8 +2,10 @@ package manager
 
 import (
 	"github.com/kplane/kplane/controller"
+	"github.com/kplane/kplane/controller/deployment"
 	"github.com/kplane/kplane/controller/endpoints"
 	"github.com/kplane/kplane/controller/endpointslice"
+	"github.com/kplane/kplane/controller/garbagecollector"
 	"github.com/kplane/kplane/controller/namespace"
 	"github.com/kplane/kplane/controller/nodelifecycle"
 	"github.com/kplane/kplane/controller/podgc"
@@ -21,4 +23,6 @@ var Registry = []controller.Entry{
 	nodelifecycle.Entry,
 	replicaset.ReplicaSetEntry,
 	replicaset.ReplicationControllerEntry,
+	deployment.Entry,
+	garbagecollector.Entry,
 }

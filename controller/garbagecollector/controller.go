@@ -1,0 +1,281 @@
+// Package garbagecollector is the owner-reference garbage collector: it deletes objects whose
+// owners (metadata.ownerReferences) are all gone, and carries out the two deletions that wait
+// for it, marked by finalizers the apiserver sets from DeleteOptions.propagationPolicy:
+// "orphan" (detach the dependents, then let the owner go) and "foregroundDeletion" (delete the
+// dependents, then let the owner go). Background deletion needs no finalizer: the owner is
+// removed at once and its dependents, their owners now gone, are collected afterwards.
+//
+// It keeps a graph of every object of the served kinds (UID → owners, owner UID → dependents)
+// from the shared informers, and queues UIDs whose situation changed. A UID's sync reads the
+// graph, checks owners the graph does not know with a live GET (an informer may lag), and acts
+// through the API: deletes with a UID precondition, JSON patches that test what they remove.
+package garbagecollector
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/kplane/kplane/cache"
+	"github.com/kplane/kplane/client"
+	"github.com/kplane/kplane/controller"
+	"github.com/kplane/kplane/workqueue"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Name is the controller's name in --controllers and /healthz.
+const Name = "garbagecollector"
+
+// defaultWorkers is kube-controller-manager's --concurrent-gc-syncs default.
+// TODO: a --concurrent-gc-syncs flag (controller.Config) when the manager's flags grow.
+const defaultWorkers = 20
+
+// Entry registers the garbage collector with the controller manager.
+var Entry = controller.Entry{
+	Name:    Name,
+	Workers: func(controller.Config) int { return defaultWorkers },
+	New:     func(ctx *controller.Context) (controller.Controller, error) { return New(ctx) },
+}
+
+// Controller is the garbage collector.
+type Controller struct {
+	client   *client.Client
+	metrics  *controller.SyncMetrics
+	graph    *graph
+	kinds    map[schema.GroupKind]*kind
+	handlers []cache.Registration
+	queue    *workqueue.RateLimitingQueue[string] // object UIDs
+
+	unknown sync.Map // schema.GroupKind → struct{}: owner kinds not served, logged once
+}
+
+// New builds the collector on ctx's shared informers, one per served kind, and registers its
+// handlers; the caller starts the informers, then calls Run.
+func New(ctx *controller.Context) (*Controller, error) {
+	if ctx == nil || ctx.Client == nil || ctx.Informers == nil {
+		return nil, errors.New("garbage collector: the context needs a client and informers")
+	}
+	c := &Controller{
+		client:  ctx.Client,
+		metrics: ctx.Syncs,
+		graph:   newGraph(),
+		kinds:   map[schema.GroupKind]*kind{},
+		queue: workqueue.NewRateLimited[string](workqueue.DefaultControllerRateLimiter[string](),
+			workqueue.WithName(Name), workqueue.WithMetrics(ctx.QueueMetrics)),
+	}
+	c.watchAll(ctx.Informers)
+	return c, nil
+}
+
+// Name is the controller's registry name.
+func (c *Controller) Name() string { return Name }
+
+// Run waits until every watched kind is in the graph, then syncs with workers goroutines until
+// ctx is cancelled.
+func (c *Controller) Run(ctx context.Context, workers int) error {
+	defer func() {
+		for _, h := range c.handlers {
+			h.Remove()
+		}
+	}()
+	slog.Info("starting garbage collector", "workers", workers, "kinds", len(c.kinds))
+	defer slog.Info("garbage collector stopped")
+	var synced []func() bool
+	for _, k := range c.kinds {
+		synced = append(synced, k.synced)
+	}
+	if !cache.WaitForCacheSync(ctx, synced...) {
+		c.queue.ShutDown()
+		return nil
+	}
+	controller.Workers{Name: Name, Queue: c.queue, Count: workers, Sync: c.sync, Metrics: c.metrics}.Run(ctx)
+	return nil
+}
+
+func (c *Controller) observe(n *node) {
+	for _, uid := range c.graph.upsert(n) {
+		c.queue.Add(string(uid))
+	}
+}
+
+func (c *Controller) forget(uid types.UID) {
+	for _, u := range c.graph.remove(uid) {
+		c.queue.Add(string(u))
+	}
+}
+
+// sync looks at one object: as an owner being deleted with orphan or foreground propagation,
+// or as a dependent whose owners may be gone or waiting for it.
+func (c *Controller) sync(ctx context.Context, key string) error {
+	n, deps := c.graph.get(types.UID(key))
+	if n == nil {
+		return nil
+	}
+	k := c.kinds[n.kind.GroupKind()]
+	switch {
+	case n.deleting && n.has(metav1.FinalizerOrphanDependents):
+		return c.orphan(ctx, k, n, deps)
+	case n.waitingForDependents():
+		return c.foreground(ctx, k, n, deps)
+	case n.deleting || len(n.owners) == 0:
+		return nil
+	}
+	states := make([]ownerState, len(n.owners))
+	for i, r := range n.owners {
+		s, err := c.ownerState(ctx, n, r)
+		if err != nil {
+			return err
+		}
+		states[i] = s
+	}
+	v := judge(n, states, len(deps) > 0)
+	switch {
+	case len(v.detach) > 0:
+		return c.detach(ctx, k, n, v.detach)
+	case v.delete != "":
+		return c.deleteObject(ctx, k, n, v.delete)
+	}
+	return nil
+}
+
+// ownerState finds out about owner r of n: from the graph when it has the owner, else with a
+// GET (the owner's informer may not have seen it yet). An owner of a kind kplane does not
+// serve cannot be checked and counts as present.
+func (c *Controller) ownerState(ctx context.Context, n *node, r metav1.OwnerReference) (ownerState, error) {
+	if o := c.graph.lookup(r.UID); o != nil {
+		if o.waitingForDependents() {
+			return ownerWaiting, nil
+		}
+		return ownerSolid, nil
+	}
+	gv, err := schema.ParseGroupVersion(r.APIVersion)
+	gk := schema.GroupKind{Group: gv.Group, Kind: r.Kind}
+	k := c.kinds[gk]
+	if err != nil || k == nil {
+		if _, seen := c.unknown.LoadOrStore(gk, struct{}{}); !seen {
+			slog.Info("garbage collector: owner kind not served, leaving its dependents alone",
+				"apiVersion", r.APIVersion, "kind", r.Kind, "dependent", n.namespace+"/"+n.name)
+		}
+		return ownerSolid, nil
+	}
+	ns := ""
+	if k.namespaced {
+		ns = n.namespace
+	}
+	obj, err := k.get(ctx, ns, r.Name)
+	switch {
+	case client.IsNotFound(err):
+		return ownerGone, nil
+	case err != nil:
+		return ownerSolid, err
+	case obj.GetUID() != r.UID:
+		return ownerGone, nil
+	case obj.GetDeletionTimestamp() != nil && slices.Contains(obj.GetFinalizers(), metav1.FinalizerDeleteDependents):
+		return ownerWaiting, nil
+	}
+	return ownerSolid, nil
+}
+
+// orphan detaches every dependent of n, then removes n's "orphan" finalizer.
+func (c *Controller) orphan(ctx context.Context, k *kind, n *node, deps []*node) error {
+	for _, d := range deps {
+		if err := c.detach(ctx, c.kinds[d.kind.GroupKind()], d, []types.UID{n.uid}); err != nil {
+			return fmt.Errorf("orphaning %s %s/%s: %w", d.kind.Kind, d.namespace, d.name, err)
+		}
+	}
+	return c.removeFinalizer(ctx, k, n, metav1.FinalizerOrphanDependents)
+}
+
+// foreground has n's dependents deleted and removes n's "foregroundDeletion" finalizer once no
+// dependent that blocks its deletion (blockOwnerDeletion) is left. The dependents delete
+// themselves in their own syncs, which find their owner waiting.
+func (c *Controller) foreground(ctx context.Context, k *kind, n *node, deps []*node) error {
+	blocked := false
+	for _, d := range deps {
+		if d.blocks(n.uid) {
+			blocked = true
+		}
+		if !d.deleting {
+			c.queue.Add(string(d.uid))
+		}
+	}
+	if blocked {
+		return nil // each blocking dependent's removal queues n again
+	}
+	return c.removeFinalizer(ctx, k, n, metav1.FinalizerDeleteDependents)
+}
+
+type patchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value,omitempty"`
+}
+
+// detach removes n's owner references to the given UIDs with a JSON patch that tests each
+// reference it removes, so a stale cache makes it fail (and retry) rather than remove another.
+func (c *Controller) detach(ctx context.Context, k *kind, n *node, owners []types.UID) error {
+	ops := []patchOp{{Op: "test", Path: "/metadata/uid", Value: n.uid}}
+	for i := len(n.owners) - 1; i >= 0; i-- {
+		if slices.Contains(owners, n.owners[i].UID) {
+			p := fmt.Sprintf("/metadata/ownerReferences/%d", i)
+			ops = append(ops, patchOp{Op: "test", Path: p + "/uid", Value: n.owners[i].UID}, patchOp{Op: "remove", Path: p})
+		}
+	}
+	if len(ops) == 1 {
+		return nil
+	}
+	return c.patch(ctx, k, n, ops)
+}
+
+// removeFinalizer removes finalizer f from n, testing that it is where the cache saw it.
+func (c *Controller) removeFinalizer(ctx context.Context, k *kind, n *node, f string) error {
+	ops := []patchOp{{Op: "test", Path: "/metadata/uid", Value: n.uid}}
+	for i := len(n.finalizers) - 1; i >= 0; i-- {
+		if n.finalizers[i] == f {
+			p := fmt.Sprintf("/metadata/finalizers/%d", i)
+			ops = append(ops, patchOp{Op: "test", Path: p, Value: f}, patchOp{Op: "remove", Path: p})
+		}
+	}
+	if len(ops) == 1 {
+		return nil
+	}
+	return c.patch(ctx, k, n, ops)
+}
+
+func (c *Controller) patch(ctx context.Context, k *kind, n *node, ops []patchOp) error {
+	if k == nil {
+		return nil
+	}
+	data, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	err = k.patch(ctx, n.namespace, n.name, types.JSONPatchType, data)
+	if client.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// deleteObject deletes n with propagation policy p, only if it is still the object with n's UID.
+func (c *Controller) deleteObject(ctx context.Context, k *kind, n *node, p metav1.DeletionPropagation) error {
+	if k == nil {
+		return nil
+	}
+	uid := n.uid
+	slog.Debug("garbage collector: deleting", "kind", n.kind.Kind, "object", n.namespace+"/"+n.name, "propagation", p)
+	err := k.delete(ctx, n.namespace, n.name, metav1.DeleteOptions{
+		Preconditions:     &metav1.Preconditions{UID: &uid},
+		PropagationPolicy: &p,
+	})
+	if client.IsNotFound(err) || client.IsConflict(err) {
+		return nil // gone already, or replaced by a new object of the same name
+	}
+	return err
+}

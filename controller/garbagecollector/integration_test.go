@@ -1,0 +1,237 @@
+package garbagecollector
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kplane/kplane/client"
+	"github.com/kplane/kplane/controller"
+	"github.com/kplane/kplane/internal/testserver"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+var c *client.Client
+
+func TestMain(m *testing.M) {
+	srv, err := testserver.Start(nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	c, err = client.New(client.Config{Host: srv.URL, QPS: -1})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = srv.Stop()
+	os.Exit(code)
+}
+
+func start(t *testing.T) {
+	t.Helper()
+	cctx, err := controller.NewContext(c, controller.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrl, err := New(cctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	cctx.Informers.Start(ctx)
+	wg.Go(func() {
+		if err := ctrl.Run(ctx, 2); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		cctx.Informers.Shutdown()
+	})
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func owner(apiVersion, kind, name string, m metav1.Object, block bool) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: name, UID: m.GetUID(), BlockOwnerDeletion: &block}
+}
+
+func replicaSet(t *testing.T, ns, name string) *appsv1.ReplicaSet {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	zero := int32(0)
+	rs, err := client.Resource[*appsv1.ReplicaSet](c, "replicasets").Namespace(ns).Create(context.Background(), &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas: &zero,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}},
+			},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+func configMap(t *testing.T, ns, name string, finalizers []string, owners ...metav1.OwnerReference) {
+	t.Helper()
+	_, err := client.Resource[*corev1.ConfigMap](c, "configmaps").Namespace(ns).Create(context.Background(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: owners, Finalizers: finalizers},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func gone[T client.Object](t *testing.T, resource, ns, name string) func() bool {
+	return func() bool {
+		_, err := client.Resource[T](c, resource).Namespace(ns).Get(context.Background(), name)
+		if err != nil && !client.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		return client.IsNotFound(err)
+	}
+}
+
+func getCM(t *testing.T, ns, name string) *corev1.ConfigMap {
+	t.Helper()
+	cm, err := client.Resource[*corev1.ConfigMap](c, "configmaps").Namespace(ns).Get(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cm
+}
+
+func deleteRS(t *testing.T, ns, name string, p metav1.DeletionPropagation) {
+	t.Helper()
+	if err := client.Resource[*appsv1.ReplicaSet](c, "replicasets").Namespace(ns).Delete(context.Background(), name, metav1.DeleteOptions{PropagationPolicy: &p}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBackground: the owner goes at once; dependents whose owners are all gone follow; one with
+// another live owner only loses the reference; one owned by an unserved kind stays.
+func TestBackground(t *testing.T) {
+	start(t)
+	ns := testserver.Namespace(t, c, "gc-bg")
+	rs := replicaSet(t, ns, "rs")
+	other := replicaSet(t, ns, "other")
+	configMap(t, ns, "dep", nil, owner("apps/v1", "ReplicaSet", "rs", rs, false))
+	configMap(t, ns, "shared", nil, owner("apps/v1", "ReplicaSet", "rs", rs, true), owner("apps/v1", "ReplicaSet", "other", other, false))
+	configMap(t, ns, "alien", nil, metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "Widget", Name: "w", UID: "no-such-uid"})
+	_, err := client.Resource[*corev1.Pod](c, "pods").Namespace(ns).Create(context.Background(), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "pod", OwnerReferences: []metav1.OwnerReference{owner("apps/v1", "ReplicaSet", "rs", rs, true)}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleteRS(t, ns, "rs", metav1.DeletePropagationBackground)
+	waitFor(t, "the owner to be gone", gone[*appsv1.ReplicaSet](t, "replicasets", ns, "rs"))
+	waitFor(t, "the configmap to be collected", gone[*corev1.ConfigMap](t, "configmaps", ns, "dep"))
+	waitFor(t, "the pod to be collected", gone[*corev1.Pod](t, "pods", ns, "pod"))
+	waitFor(t, "the shared configmap to lose its reference", func() bool {
+		refs := getCM(t, ns, "shared").OwnerReferences
+		return len(refs) == 1 && refs[0].UID == other.UID
+	})
+	if refs := getCM(t, ns, "alien").OwnerReferences; len(refs) != 1 {
+		t.Fatalf("configmap owned by an unserved kind changed: %v", refs)
+	}
+}
+
+// TestOrphan: the dependents stay without their reference, then the owner goes.
+func TestOrphan(t *testing.T) {
+	start(t)
+	ns := testserver.Namespace(t, c, "gc-orphan")
+	rs := replicaSet(t, ns, "rs")
+	configMap(t, ns, "dep", nil, owner("apps/v1", "ReplicaSet", "rs", rs, true))
+	deleteRS(t, ns, "rs", metav1.DeletePropagationOrphan)
+	waitFor(t, "the owner to be gone", gone[*appsv1.ReplicaSet](t, "replicasets", ns, "rs"))
+	if refs := getCM(t, ns, "dep").OwnerReferences; len(refs) != 0 {
+		t.Fatalf("orphaned dependent still has owner references: %v", refs)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if refs := getCM(t, ns, "dep").OwnerReferences; len(refs) != 0 {
+		t.Fatalf("orphaned dependent changed: %v", refs)
+	}
+}
+
+// TestForeground: the owner stays, marked, until every dependent blocking it is gone.
+func TestForeground(t *testing.T) {
+	start(t)
+	ns := testserver.Namespace(t, c, "gc-fg")
+	rs := replicaSet(t, ns, "rs")
+	configMap(t, ns, "held", []string{"example.com/hold"}, owner("apps/v1", "ReplicaSet", "rs", rs, true))
+	configMap(t, ns, "free", nil, owner("apps/v1", "ReplicaSet", "rs", rs, true))
+	configMap(t, ns, "nonblocking", nil, owner("apps/v1", "ReplicaSet", "rs", rs, false))
+	deleteRS(t, ns, "rs", metav1.DeletePropagationForeground)
+	waitFor(t, "the free dependent to be collected", gone[*corev1.ConfigMap](t, "configmaps", ns, "free"))
+	waitFor(t, "the held dependent to be marked", func() bool { return getCM(t, ns, "held").DeletionTimestamp != nil })
+	got, err := client.Resource[*appsv1.ReplicaSet](c, "replicasets").Namespace(ns).Get(context.Background(), "rs")
+	if err != nil {
+		t.Fatalf("owner gone before its blocking dependent: %v", err)
+	}
+	if got.DeletionTimestamp == nil || len(got.Finalizers) != 1 || got.Finalizers[0] != metav1.FinalizerDeleteDependents {
+		t.Fatalf("owner not waiting for its dependents: deletionTimestamp %v, finalizers %v", got.DeletionTimestamp, got.Finalizers)
+	}
+	if _, err := client.Resource[*corev1.ConfigMap](c, "configmaps").Namespace(ns).Patch(context.Background(), "held", "application/merge-patch+json",
+		[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the held dependent to be gone", gone[*corev1.ConfigMap](t, "configmaps", ns, "held"))
+	waitFor(t, "the owner to be gone", gone[*appsv1.ReplicaSet](t, "replicasets", ns, "rs"))
+	waitFor(t, "the non-blocking dependent to be collected", gone[*corev1.ConfigMap](t, "configmaps", ns, "nonblocking"))
+}
+
+// TestServiceEndpointSlices: the slices of a deleted Service are collected.
+func TestServiceEndpointSlices(t *testing.T) {
+	start(t)
+	ns := testserver.Namespace(t, c, "gc-svc")
+	svc, err := client.Resource[*corev1.Service](c, "services").Namespace(ns).Create(context.Background(), &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": "web"}, Ports: []corev1.ServicePort{{Port: 80}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := true
+	_, err = client.Resource[*discoveryv1.EndpointSlice](c, "endpointslices").Namespace(ns).Create(context.Background(), &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            "web-abc",
+			Labels:          map[string]string{discoveryv1.LabelServiceName: "web"},
+			OwnerReferences: []metav1.OwnerReference{owner("v1", "Service", "web", svc, true)},
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Resource[*corev1.Service](c, "services").Namespace(ns).Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the slice to be collected", gone[*discoveryv1.EndpointSlice](t, "endpointslices", ns, "web-abc"))
+}

@@ -1,0 +1,90 @@
+package garbagecollector
+
+import (
+	"context"
+
+	"github.com/kplane/kplane/cache"
+	"github.com/kplane/kplane/client"
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// kind is one served resource the collector watches, with the writes it makes to its objects.
+type kind struct {
+	gvk        schema.GroupVersionKind
+	resource   string
+	namespaced bool
+	synced     func() bool
+	get        func(ctx context.Context, ns, name string) (metav1.Object, error)
+	delete     func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error
+	patch      func(ctx context.Context, ns, name string, pt types.PatchType, data []byte) error
+}
+
+// watchAll registers an informer handler for every resource kplane serves that can own or be
+// owned. Events are left out: nothing owns them in practice and they churn the most.
+// TODO: discover resources (ServerResources) instead of this fixed list once kplane serves more.
+func (c *Controller) watchAll(f *cache.Factory) {
+	watch[*corev1.Namespace](c, f, "namespaces", false)
+	watch[*corev1.Node](c, f, "nodes", false)
+	watch[*corev1.Pod](c, f, "pods", true)
+	watch[*corev1.Service](c, f, "services", true)
+	watch[*corev1.Endpoints](c, f, "endpoints", true)
+	watch[*corev1.ConfigMap](c, f, "configmaps", true)
+	watch[*corev1.Secret](c, f, "secrets", true)
+	watch[*corev1.ServiceAccount](c, f, "serviceaccounts", true)
+	watch[*corev1.ReplicationController](c, f, "replicationcontrollers", true)
+	watch[*discoveryv1.EndpointSlice](c, f, "endpointslices", true)
+	watch[*coordinationv1.Lease](c, f, "leases", true)
+	watch[*appsv1.ReplicaSet](c, f, "replicasets", true)
+	watch[*appsv1.Deployment](c, f, "deployments", true)
+	watch[*appsv1.DaemonSet](c, f, "daemonsets", true)
+}
+
+// watch adds the resource of objects T to the collector: its informer feeds the graph, and typed
+// clients do the reads and writes.
+func watch[T cache.Object](c *Controller, f *cache.Factory, resource string, namespaced bool) {
+	api := client.Resource[T](c.client, resource)
+	gvk := api.GroupVersionKind()
+	inf := cache.For[T](f, resource)
+	k := &kind{
+		gvk:        gvk,
+		resource:   resource,
+		namespaced: namespaced,
+		get: func(ctx context.Context, ns, name string) (metav1.Object, error) {
+			return api.Namespace(ns).Get(ctx, name)
+		},
+		delete: func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+			return api.Namespace(ns).Delete(ctx, name, opts)
+		},
+		patch: func(ctx context.Context, ns, name string, pt types.PatchType, data []byte) error {
+			_, err := api.Namespace(ns).Patch(ctx, name, pt, data, metav1.PatchOptions{})
+			return err
+		},
+	}
+	reg := inf.AddHandler(cache.Handler[T]{
+		OnAdd:    func(obj T, _ bool) { c.observe(nodeOf(obj, gvk)) },
+		OnUpdate: func(_, obj T) { c.observe(nodeOf(obj, gvk)) },
+		OnDelete: func(obj T, _ bool) { c.forget(obj.GetUID()) },
+	}, 0)
+	k.synced = func() bool { return inf.HasSynced() && reg.HasSynced() }
+	c.handlers = append(c.handlers, reg)
+	c.kinds[gvk.GroupKind()] = k
+}
+
+// nodeOf is the graph's view of obj.
+func nodeOf(obj metav1.Object, gvk schema.GroupVersionKind) *node {
+	return &node{
+		uid:        obj.GetUID(),
+		kind:       gvk,
+		namespace:  obj.GetNamespace(),
+		name:       obj.GetName(),
+		owners:     obj.GetOwnerReferences(),
+		deleting:   obj.GetDeletionTimestamp() != nil,
+		finalizers: obj.GetFinalizers(),
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/kplane/kplane/apiserver"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func newAPIServerCommand() *cobra.Command {
@@ -21,7 +22,12 @@ func newAPIServerCommand() *cobra.Command {
 			return inst.Wait()
 		},
 	}
-	f := cmd.Flags()
+	addAPIServerFlags(cmd.Flags(), &o)
+	return cmd
+}
+
+// addAPIServerFlags binds the apiserver's flags to o (kplane apiserver and kplane up).
+func addAPIServerFlags(f *pflag.FlagSet, o *apiserver.Options) {
 	f.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "address to listen on; anything but loopback turns on TLS and token authentication")
 	f.IntVar(&o.SecurePort, "secure-port", o.SecurePort, "port to listen on (0 = pick a free port; the written kubeconfig names it)")
 	f.StringVar(&o.DataDir, "data-dir", o.DataDir, "directory for the embedded etcd, generated certificates and tokens")
@@ -33,5 +39,4 @@ func newAPIServerCommand() *cobra.Command {
 	f.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", "", "private key of --tls-cert-file")
 	f.StringVar(&o.WriteKubeconfig, "write-kubeconfig", "", "write a kubeconfig for this server to PATH")
 	f.DurationVar(&o.CompactionInterval, "etcd-compaction-interval", o.CompactionInterval, "how often etcd history is compacted")
-	return cmd
 }

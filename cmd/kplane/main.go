@@ -36,7 +36,7 @@ func newRootCommand() *cobra.Command {
 		},
 	}
 	root.PersistentFlags().IntVarP(&verbosity, "v", "v", 0, "log verbosity (0 = info, 1+ = debug)")
-	root.AddCommand(newAPIServerCommand(), newControllerManagerCommand(), newProxyCommand(), newSchedulerCommand(), newEchoCommand(), newUpCommand(), newVersionCommand())
+	root.AddCommand(newAPIServerCommand(), newControllerManagerCommand(), newProxyCommand(), newSchedulerCommand(), newNodeCommand(), newEchoCommand(), newUpCommand(), newVersionCommand())
 	return root
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kplane/kplane/apiserver"
 	"github.com/kplane/kplane/controller/manager"
+	"github.com/kplane/kplane/node"
 	"github.com/kplane/kplane/proxy"
 	"github.com/kplane/kplane/scheduler"
 	"github.com/spf13/cobra"
@@ -24,7 +25,7 @@ func newUpCommand() *cobra.Command {
 	proxyMode := proxy.ProxyModeUserspace
 	cmd := &cobra.Command{
 		Use:   "up",
-		Short: "Run the whole system on this machine: apiserver, controller manager, scheduler and proxy",
+		Short: "Run the whole system on this machine: apiserver, controller manager, scheduler, proxy and node agent",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signalContext()
@@ -67,8 +68,10 @@ func runUp(ctx context.Context, o apiserver.Options, proxyMode string) error {
 	px := proxy.DefaultOptions()
 	px.Kubeconfig, px.ProxyMode = o.WriteKubeconfig, proxyMode
 	px.HealthzBindAddress = "127.0.0.1:10256"
-	// TODO(issue 6): start the node agent here once it exists, so pods really run.
+	nd := node.DefaultOptions()
+	nd.Kubeconfig, nd.DataDir = o.WriteKubeconfig, filepath.Join(o.DataDir, "node")
 	roles := map[string]func(context.Context) error{
+		"node":               func(ctx context.Context) error { return node.Run(ctx, nd) },
 		"controller-manager": func(ctx context.Context) error { return manager.Run(ctx, cm) },
 		"scheduler":          func(ctx context.Context) error { return scheduler.Run(ctx, sched) },
 		"proxy":              func(ctx context.Context) error { return runProxy(ctx, px) },

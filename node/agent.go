@@ -1,0 +1,330 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kplane/kplane/cache"
+	"github.com/kplane/kplane/client"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// LeaseNamespace holds the nodes' heartbeat Leases.
+const LeaseNamespace = "kube-node-lease"
+
+// maxPods is the pods capacity the node reports, the kubelet's default.
+const maxPods = 110
+
+// Run connects to the API server named by o and runs the agent until ctx is cancelled.
+func Run(ctx context.Context, o Options) error {
+	c, err := client.FromKubeconfigAndMaster(o.Kubeconfig, o.Master, 50, 100)
+	if err != nil {
+		return err
+	}
+	a, err := New(c, o)
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}
+
+// Agent is a running node agent: it registers its Node, heartbeats it, and runs the pods bound
+// to it as local processes.
+type Agent struct {
+	c    *client.Client
+	o    Options
+	name string
+	ips  *ipam
+
+	mu      sync.Mutex
+	workers map[types.UID]*podWorker
+	wg      sync.WaitGroup // every pod worker
+}
+
+// New checks o and prepares an agent for c; Run starts it.
+func New(c *client.Client, o Options) (*Agent, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	name := o.HostnameOverride
+	if name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("node name: %w", err)
+		}
+		name = h
+	}
+	name = strings.ToLower(strings.TrimSpace(name))
+	ips, err := newIPAM(o.PodCIDR)
+	if err != nil {
+		return nil, err
+	}
+	return &Agent{c: c, o: o, name: name, ips: ips, workers: map[types.UID]*podWorker{}}, nil
+}
+
+// Name is the Node's name.
+func (a *Agent) Name() string { return a.name }
+
+// Run registers the Node (retrying until it succeeds), then heartbeats it and runs its pods
+// until ctx is cancelled. It returns once every container process has been stopped and every
+// goroutine it started has ended; the error is nil unless ctx ended before registration.
+func (a *Agent) Run(ctx context.Context) error {
+	slog.Info("starting node agent", "node", a.name, "podCIDR", a.o.PodCIDR, "dataDir", a.o.DataDir)
+	defer slog.Info("node agent stopped", "node", a.name)
+	for {
+		err := a.register(ctx)
+		if err == nil {
+			break
+		}
+		slog.Error("registering node", "node", a.name, "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("node %s not registered: %w", a.name, err)
+		case <-time.After(time.Second):
+		}
+	}
+
+	var loops sync.WaitGroup
+	loops.Go(func() { every(ctx, a.o.RenewInterval, a.renewLease) })
+	loops.Go(func() { every(ctx, a.o.StatusInterval, a.postStatus) })
+
+	f := cache.NewFactory(a.c, "")
+	pods := cache.For[*corev1.Pod](f, "pods", cache.WithSelectors[*corev1.Pod]("", "spec.nodeName="+a.name))
+	reg := pods.AddHandler(cache.Handler[*corev1.Pod]{
+		OnAdd:    func(p *corev1.Pod, _ bool) { a.podChanged(ctx, p) },
+		OnUpdate: func(_, p *corev1.Pod) { a.podChanged(ctx, p) },
+		OnDelete: func(p *corev1.Pod, _ bool) { a.podGone(p) },
+	}, 0)
+	f.Start(ctx)
+	<-ctx.Done()
+	reg.Remove()
+	f.Shutdown()
+	a.wg.Wait()
+	loops.Wait()
+	return nil
+}
+
+// every calls f at once and then every period until ctx is cancelled.
+func every(ctx context.Context, period time.Duration, f func(context.Context) error) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		if err := f(ctx); err != nil && ctx.Err() == nil {
+			slog.Error("node heartbeat", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// register creates the Node, or brings an existing one's labels, addresses and status up to date.
+func (a *Agent) register(ctx context.Context) error {
+	nodes := client.Resource[*corev1.Node](a.c, "nodes")
+	want := a.nodeObject()
+	n, err := nodes.Create(ctx, want)
+	if client.IsAlreadyExists(err) {
+		n, err = nodes.Get(ctx, a.name)
+		if err != nil {
+			return err
+		}
+		if n.Labels == nil {
+			n.Labels = map[string]string{}
+		}
+		for k, v := range want.Labels {
+			n.Labels[k] = v
+		}
+		n.Spec.PodCIDR, n.Spec.PodCIDRs = want.Spec.PodCIDR, want.Spec.PodCIDRs
+		if n, err = nodes.Update(ctx, n); err != nil {
+			return err
+		}
+		a.fillStatus(n)
+		_, err = nodes.UpdateStatus(ctx, n)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	slog.Info("node registered", "node", n.Name)
+	return nil
+}
+
+func (a *Agent) nodeObject() *corev1.Node {
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: a.name, Labels: map[string]string{
+			corev1.LabelHostname: a.name, corev1.LabelOSStable: runtime.GOOS, corev1.LabelArchStable: runtime.GOARCH,
+		}},
+		Spec: corev1.NodeSpec{PodCIDR: a.o.PodCIDR, PodCIDRs: []string{a.o.PodCIDR}},
+	}
+	a.fillStatus(n)
+	return n
+}
+
+// fillStatus sets the status the agent reports: addresses, capacity, node info and a fresh
+// Ready heartbeat (the transition time kept while Ready stays True).
+func (a *Agent) fillStatus(n *corev1.Node) {
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:  *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
+		corev1.ResourcePods: *resource.NewQuantity(maxPods, resource.DecimalSI),
+	}
+	if mem := memTotal(); mem > 0 {
+		capacity[corev1.ResourceMemory] = *resource.NewQuantity(mem, resource.BinarySI)
+	}
+	n.Status.Capacity, n.Status.Allocatable = capacity, capacity.DeepCopy()
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: a.name}}
+	n.Status.NodeInfo.OperatingSystem, n.Status.NodeInfo.Architecture = runtime.GOOS, runtime.GOARCH
+	n.Status.NodeInfo.KubeletVersion = "kplane"
+	n.Status.Phase = corev1.NodeRunning
+	now := metav1.Now()
+	ready := corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+		Message: "kplane node agent is posting ready status", LastHeartbeatTime: now, LastTransitionTime: now}
+	for i, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			if c.Status == corev1.ConditionTrue {
+				ready.LastTransitionTime = c.LastTransitionTime
+			}
+			n.Status.Conditions[i] = ready
+			return
+		}
+	}
+	n.Status.Conditions = append(n.Status.Conditions, ready)
+}
+
+// postStatus refreshes the Node's status (the Ready heartbeat), retrying once on a conflict.
+func (a *Agent) postStatus(ctx context.Context) error {
+	nodes := client.Resource[*corev1.Node](a.c, "nodes")
+	var err error
+	for range 2 {
+		var n *corev1.Node
+		if n, err = nodes.Get(ctx, a.name); err != nil {
+			if client.IsNotFound(err) { // deleted under us: register again
+				return a.register(ctx)
+			}
+			return err
+		}
+		a.fillStatus(n)
+		if _, err = nodes.UpdateStatus(ctx, n); !client.IsConflict(err) {
+			return err
+		}
+	}
+	return err
+}
+
+// renewLease creates or renews the node's Lease in kube-node-lease (creating the namespace
+// if it is missing).
+func (a *Agent) renewLease(ctx context.Context) error {
+	leases := client.Resource[*coordinationv1.Lease](a.c, "leases").Namespace(LeaseNamespace)
+	now := metav1.NewMicroTime(time.Now())
+	secs := int32(a.o.LeaseDuration / time.Second)
+	l, err := leases.Get(ctx, a.name)
+	if client.IsNotFound(err) {
+		_, err = client.Resource[*corev1.Namespace](a.c, "namespaces").Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: LeaseNamespace}})
+		if err != nil && !client.IsAlreadyExists(err) {
+			return err
+		}
+		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: a.name, Namespace: LeaseNamespace}}
+		if n, err := client.Resource[*corev1.Node](a.c, "nodes").Get(ctx, a.name); err == nil {
+			l.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID}}
+		}
+		l.Spec = coordinationv1.LeaseSpec{HolderIdentity: &a.name, LeaseDurationSeconds: &secs, RenewTime: &now}
+		_, err = leases.Create(ctx, l)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = &a.name, &secs, &now
+	_, err = leases.Update(ctx, l)
+	return err
+}
+
+// memTotal is the machine's memory in bytes from /proc/meminfo, 0 if unknown.
+func memTotal() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.Fields(s.Text())
+		if len(fields) >= 2 && fields[0] == "MemTotal:" {
+			kb, err := strconv.ParseInt(fields[1], 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// podChanged hands the pod's latest state to its worker, starting one for a pod not seen yet.
+// Pods already finished are not run again; a finished or never-run pod being deleted is
+// deleted at once.
+func (a *Agent) podChanged(ctx context.Context, p *corev1.Pod) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if w, ok := a.workers[p.UID]; ok {
+		w.update(p)
+		return
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.DeletionTimestamp != nil {
+		if p.DeletionTimestamp != nil {
+			a.wg.Go(func() { a.deletePod(ctx, p) })
+		}
+		return
+	}
+	w := newPodWorker(a, p)
+	a.workers[p.UID] = w
+	a.wg.Go(func() {
+		w.run(ctx)
+		a.mu.Lock()
+		delete(a.workers, p.UID)
+		a.mu.Unlock()
+		a.ips.release(p.UID)
+	})
+}
+
+// podGone stops the worker of a pod deleted from the API without waiting for us.
+func (a *Agent) podGone(p *corev1.Pod) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if w, ok := a.workers[p.UID]; ok {
+		w.remove()
+	}
+}
+
+// deletePod removes the pod object once its processes are stopped (grace period 0, only if it
+// is still the same pod).
+func (a *Agent) deletePod(ctx context.Context, p *corev1.Pod) {
+	uid := p.UID
+	err := client.Resource[*corev1.Pod](a.c, "pods").Namespace(p.Namespace).Delete(ctx, p.Name,
+		metav1.DeleteOptions{GracePeriodSeconds: new(int64(0)), Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !client.IsNotFound(err) && !client.IsConflict(err) && ctx.Err() == nil {
+		slog.Error("deleting pod", "pod", p.Namespace+"/"+p.Name, "err", err)
+	}
+	if err := os.RemoveAll(a.podDir(uid)); err != nil {
+		slog.Error("removing pod directory", "pod", p.Namespace+"/"+p.Name, "err", err)
+	}
+}
+
+var errNoCommand = errors.New("container has no command (images are not run; give command or args)")

@@ -2,8 +2,6 @@ package controller_test
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -17,19 +15,7 @@ import (
 var c *client.Client
 
 func TestMain(m *testing.M) {
-	srv, err := testserver.Start(nil)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	c, err = client.New(client.Config{Host: srv.URL, QPS: -1})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = srv.Stop()
-	os.Exit(code)
+	testserver.Main(m, func(_ *testserver.Server, cl *client.Client) { c = cl })
 }
 
 func TestRecorderWritesAndCountsRepeats(t *testing.T) {

@@ -3,8 +3,6 @@ package leaderelection_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,19 +16,7 @@ import (
 var c *client.Client
 
 func TestMain(m *testing.M) {
-	srv, err := testserver.Start(nil)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	c, err = client.New(client.Config{Host: srv.URL, QPS: -1})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = srv.Stop()
-	os.Exit(code)
+	testserver.Main(m, func(_ *testserver.Server, cl *client.Client) { c = cl })
 }
 
 // candidate runs one elector in the background and reports whether it leads.

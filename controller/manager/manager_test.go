@@ -2,11 +2,9 @@ package manager_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -23,20 +21,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	var err error
-	srv, err = testserver.Start(nil)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	c, err = client.New(client.Config{Host: srv.URL, QPS: -1})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = srv.Stop()
-	os.Exit(code)
+	testserver.Main(m, func(s *testserver.Server, cl *client.Client) { srv, c = s, cl })
 }
 
 // testOptions: a free port for health and metrics, a lease of the test's own, short durations.

@@ -2,8 +2,6 @@ package nodelifecycle
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,19 +18,7 @@ import (
 var c *client.Client
 
 func TestMain(m *testing.M) {
-	srv, err := testserver.Start(nil)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	c, err = client.New(client.Config{Host: srv.URL, QPS: -1})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = srv.Stop()
-	os.Exit(code)
+	testserver.Main(m, func(_ *testserver.Server, cl *client.Client) { c = cl })
 }
 
 // agent plays a node agent: it registers a Node and its Lease and, while alive, renews the

@@ -3,7 +3,6 @@ package podgc
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -19,19 +18,7 @@ import (
 var c *client.Client
 
 func TestMain(m *testing.M) {
-	srv, err := testserver.Start(nil)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	c, err = client.New(client.Config{Host: srv.URL, QPS: -1})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = srv.Stop()
-	os.Exit(code)
+	testserver.Main(m, func(_ *testserver.Server, cl *client.Client) { c = cl })
 }
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

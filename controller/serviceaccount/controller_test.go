@@ -2,8 +2,6 @@ package serviceaccount
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -19,19 +17,7 @@ import (
 var c *client.Client
 
 func TestMain(m *testing.M) {
-	srv, err := testserver.Start(nil)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	c, err = client.New(client.Config{Host: srv.URL, QPS: -1})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = srv.Stop()
-	os.Exit(code)
+	testserver.Main(m, func(_ *testserver.Server, cl *client.Client) { c = cl })
 }
 
 func TestWantsAccounts(t *testing.T) {

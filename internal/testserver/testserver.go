@@ -68,3 +68,24 @@ func Namespace(t testing.TB, c *client.Client, prefix string) string {
 	}
 	return ns.Name
 }
+
+// Main is a test package's TestMain body: it starts one apiserver for the whole package, hands
+// it and a client without rate limit to setup (which keeps what the tests need), runs the tests,
+// stops the server and exits with the tests' result.
+func Main(m *testing.M, setup func(*Server, *client.Client)) {
+	srv, err := Start(nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	c, err := client.New(client.Config{Host: srv.URL, QPS: -1})
+	if err != nil {
+		_ = srv.Stop()
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	setup(srv, c)
+	code := m.Run()
+	_ = srv.Stop()
+	os.Exit(code)
+}

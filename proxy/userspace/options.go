@@ -25,14 +25,15 @@ type Options struct {
 	// DialTimeout bounds one attempt to connect to an endpoint. Default 2 s.
 	DialTimeout time.Duration
 	// DialAttempts is how many endpoints a new TCP connection tries before it is given up.
-	// Default 3.
+	// Default 8: during a rollout several endpoints at once may refuse (a new pod not
+	// listening yet, an old one shutting down), and a refusal costs next to nothing.
 	DialAttempts int
 }
 
 const (
 	defaultUDPIdleTimeout = 60 * time.Second
 	defaultDialTimeout    = 2 * time.Second
-	defaultDialAttempts   = 3
+	defaultDialAttempts   = 8
 )
 
 func (o Options) withDefaults() Options {

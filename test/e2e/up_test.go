@@ -9,77 +9,123 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// TestUp runs `kplane up` and uses it as a person would: a Deployment of the built-in echo
-// workload, exposed as a Service, answers HTTP requests through its ClusterIP from both pods;
-// scaling down leaves one pod serving.
-func TestUp(t *testing.T) {
+// TestUpWalkThrough runs `kplane up` and then the README's walk-through with kubectl and real
+// HTTP: examples/echo.yaml rolls out, its Service answers from every pod, scaling adds answers,
+// and a rolling update completes without a failed request.
+func TestUpWalkThrough(t *testing.T) {
 	dir := t.TempDir()
 	startRole(t, "up", "--secure-port", "0", "--data-dir", dir)
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	until(t, "the kubeconfig", func() error { _, err := os.Stat(kubeconfig); return err })
 	k := kc{t: t, kubeconfig: kubeconfig}
 	until(t, "a Ready node", func() error {
-		r := k.run("", "get", "nodes", "-o", "jsonpath={.items[0].status.conditions[?(@.type==\"Ready\")].status}")
+		r := k.run("", "get", "nodes", "-o", `jsonpath={.items[0].status.conditions[?(@.type=="Ready")].status}`)
 		if r.err == nil && r.stdout != "True" {
 			return fmt.Errorf("node Ready=%q", r.stdout)
 		}
 		return r.err
 	})
-	k.ok("create", "deployment", "web", "--image=echo", "--replicas=2", "--port=8080", "--", "kplane", "echo")
-	k.ok("expose", "deployment", "web", "--port=80", "--target-port=8080")
-	k.ok("rollout", "status", "deployment/web", "--timeout=30s")
-	url := "http://" + k.jsonpath("service/web", "{.spec.clusterIP}") + "/"
-	pods := strings.Fields(k.jsonpath("pods", "{.items[*].metadata.name}"))
-	if len(pods) != 2 {
-		t.Fatalf("pods %v, want 2", pods)
-	}
-	get := func() (string, error) {
-		// A new connection each time: the proxy balances connections, not requests.
-		c := http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-		resp, err := c.Get(url)
-		if err != nil {
-			return "", err
+
+	k.ok("apply", "-f", "../../examples/echo.yaml")
+	k.ok("rollout", "status", "deployment/echo", "--timeout=30s")
+	out := k.ok("get", "pods,svc,endpointslices", "-o", "wide")
+	expectContains(t, "kubectl get pods,svc,endpointslices", out, "service/echo", "endpointslice.discovery.k8s.io/echo-", "Running")
+	url := "http://" + k.jsonpath("service/echo", "{.spec.clusterIP}") + "/"
+
+	answers := func(n int) (map[string]int, error) {
+		seen := map[string]int{}
+		for range n {
+			name, err := httpGet(url)
+			if err != nil {
+				return seen, err
+			}
+			seen[name]++
 		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		return strings.TrimSpace(string(body)), err
+		return seen, nil
 	}
-	until(t, "both pods answering through the Service", func() error {
-		seen := map[string]bool{}
-		for range 8 {
-			name, err := get()
+	podNames := func() []string { return strings.Fields(k.jsonpath("pods", "{.items[*].metadata.name}")) }
+	answeredByAll := func(pods []string) func() error {
+		return func() error {
+			seen, err := answers(3 * len(pods))
 			if err != nil {
 				return err
 			}
-			seen[name] = true
-		}
-		for _, p := range pods {
-			if !seen[p] {
-				return fmt.Errorf("answers %v, want every one of %v", seen, pods)
+			for _, p := range pods {
+				if seen[p] == 0 {
+					return fmt.Errorf("answers %v, want every one of %v", seen, pods)
+				}
 			}
+			return nil
 		}
-		return nil
+	}
+	until(t, "every pod answering through the Service", answeredByAll(podNames()))
+
+	k.ok("scale", "deployment", "echo", "--replicas=5")
+	k.ok("rollout", "status", "deployment/echo", "--timeout=30s")
+	until(t, "five pods answering", func() error {
+		pods := podNames()
+		if len(pods) != 5 {
+			return fmt.Errorf("pods %v", pods)
+		}
+		return answeredByAll(pods)()
 	})
 
-	k.ok("scale", "deployment", "web", "--replicas=1")
-	until(t, "one pod left, answering", func() error {
-		left := strings.Fields(k.jsonpath("pods", "{.items[*].metadata.name}"))
-		if len(left) != 1 {
-			return fmt.Errorf("pods %v", left)
-		}
-		for range 4 {
-			name, err := get()
-			if err != nil {
-				return err
+	// A rolling update with maxUnavailable 0, under a steady stream of requests.
+	var failed, served atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
 			}
-			if name != left[0] {
-				return fmt.Errorf("answer from %s, want %s", name, left[0])
+			if _, err := httpGet(url); err != nil {
+				failed.Add(1)
+				t.Logf("request failed during the rollout: %v", err)
+			} else {
+				served.Add(1)
 			}
+			time.Sleep(10 * time.Millisecond)
 		}
-		return nil
+	}()
+	k.ok("set", "env", "deployment/echo", "GREETING=v2")
+	k.ok("rollout", "status", "deployment/echo", "--timeout=60s")
+	close(stop)
+	wg.Wait()
+	if failed.Load() > 0 {
+		t.Errorf("%d of %d requests failed during the rolling update", failed.Load(), failed.Load()+served.Load())
+	}
+	until(t, "the new pods answering", func() error {
+		pods := podNames()
+		if len(pods) != 5 {
+			return fmt.Errorf("pods %v", pods)
+		}
+		return answeredByAll(pods)()
 	})
+}
+
+// httpGet asks url over a new connection (the proxy balances connections, not requests) and
+// returns the trimmed answer.
+func httpGet(url string) (string, error) {
+	c := http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s", resp.Status, body)
+	}
+	return strings.TrimSpace(string(body)), err
 }

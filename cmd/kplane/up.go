@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kplane/kplane/apiserver"
+	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller/manager"
 	"github.com/kplane/kplane/node"
 	"github.com/kplane/kplane/proxy"
@@ -70,10 +71,25 @@ func runUp(ctx context.Context, o apiserver.Options, proxyMode string) error {
 	px.HealthzBindAddress = "127.0.0.1:10256"
 	nd := node.DefaultOptions()
 	nd.Kubeconfig, nd.DataDir = o.WriteKubeconfig, filepath.Join(o.DataDir, "node")
+	// The node agent and the scheduler write a few times per pod; their usual client limits
+	// (50 QPS, as kubelet and kube-scheduler) would make a burst of 100 pods wait seconds for
+	// an apiserver that is in this very process and idle.
+	local, err := client.FromKubeconfig(o.WriteKubeconfig, 1000, 2000)
+	if err != nil {
+		cancel()
+		_ = api.Wait()
+		return err
+	}
+	agent, err := node.New(local, nd)
+	if err != nil {
+		cancel()
+		_ = api.Wait()
+		return err
+	}
 	roles := map[string]func(context.Context) error{
-		"node":               func(ctx context.Context) error { return node.Run(ctx, nd) },
+		"node":               agent.Run,
 		"controller-manager": func(ctx context.Context) error { return manager.Run(ctx, cm) },
-		"scheduler":          func(ctx context.Context) error { return scheduler.Run(ctx, sched) },
+		"scheduler":          func(ctx context.Context) error { return scheduler.RunWithClient(ctx, sched, local) },
 		"proxy":              func(ctx context.Context) error { return runProxy(ctx, px) },
 		"apiserver":          func(context.Context) error { return api.Wait() },
 	}

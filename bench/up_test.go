@@ -132,4 +132,3 @@ func nodeReady(c *client.Client) bool {
 	}
 	return false
 }
-

@@ -34,15 +34,20 @@ func newEchoCommand() *cobra.Command {
 				return err
 			}
 			slog.Info("echo listening", "addr", ln.Addr().String(), "name", name)
-			return serveEcho(ctx, ln, name)
+			return serveEcho(ctx, ln, name, drainDelay)
 		},
 	}
 	cmd.Flags().IntVar(&port, "port", port, "port to listen on")
 	return cmd
 }
 
-// serveEcho answers on ln until ctx is cancelled.
-func serveEcho(ctx context.Context, ln net.Listener, name string) error {
+// drainDelay is how long echo keeps accepting after SIGTERM. The pod's endpoints are removed
+// once it is deleted, but proxies may still send a few connections its way for a moment;
+// closing the listener at once would reset those (what preStop sleeps are for in Kubernetes).
+const drainDelay = time.Second
+
+// serveEcho answers on ln until ctx is cancelled, and for drain longer.
+func serveEcho(ctx context.Context, ln net.Listener, name string, drain time.Duration) error {
 	srv := &http.Server{
 		ReadHeaderTimeout: 10 * time.Second,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -52,6 +57,7 @@ func serveEcho(ctx context.Context, ln net.Listener, name string) error {
 	}
 	go func() {
 		<-ctx.Done()
+		time.Sleep(drain)
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shutdown)

@@ -15,7 +15,7 @@ func TestEchoAnswersWithThePodName(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- serveEcho(ctx, ln, "web-7d9f-abcde") }()
+	go func() { done <- serveEcho(ctx, ln, "web-7d9f-abcde", 0) }()
 	for _, path := range []string{"/", "/anything?x=1"} {
 		resp, err := http.Get("http://" + ln.Addr().String() + path)
 		if err != nil {

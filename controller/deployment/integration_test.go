@@ -29,7 +29,6 @@ func TestMain(m *testing.M) {
 // test ends.
 func startControllers(t *testing.T) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
 	cctx, err := controller.NewContext(c, controller.Config{}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -42,21 +41,7 @@ func startControllers(t *testing.T) {
 		}
 		ctrls = append(ctrls, ctrl)
 	}
-	cctx.Informers.Start(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() { cctx.Recorder.Run(ctx) })
-	for _, ctrl := range ctrls {
-		wg.Go(func() {
-			if err := ctrl.Run(ctx, 2); err != nil {
-				t.Errorf("%s: %v", ctrl.Name(), err)
-			}
-		})
-	}
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-		cctx.Informers.Shutdown()
-	})
+	testserver.RunControllers(t, cctx, 2, ctrls...)
 }
 
 // cluster stands in for the missing node agent: it marks every pod of the namespace Running

@@ -2,7 +2,6 @@ package garbagecollector
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,30 +30,12 @@ func start(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	cctx.Informers.Start(ctx)
-	wg.Go(func() {
-		if err := ctrl.Run(ctx, 2); err != nil {
-			t.Error(err)
-		}
-	})
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-		cctx.Informers.Shutdown()
-	})
+	testserver.RunControllers(t, cctx, 2, ctrl)
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testserver.Eventually(t, what, 15*time.Second, cond)
 }
 
 func owner(apiVersion, kind, name string, m metav1.Object, block bool) metav1.OwnerReference {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -56,36 +55,12 @@ func start(t *testing.T, cl *client.Client) (stop func()) {
 	}
 	ctrl.settle = 0
 	ctrl.heldWait = 200 * time.Millisecond
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	cctx.Informers.Start(ctx)
-	wg.Go(func() { cctx.Recorder.Run(ctx) })
-	wg.Go(func() {
-		if err := ctrl.Run(ctx, 2); err != nil {
-			t.Error(err)
-		}
-	})
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			wg.Wait()
-			cctx.Informers.Shutdown()
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return testserver.RunControllers(t, cctx, 2, ctrl)
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testserver.Eventually(t, what, 20*time.Second, cond)
 }
 
 func condition(ns *corev1.Namespace, typ corev1.NamespaceConditionType) corev1.ConditionStatus {

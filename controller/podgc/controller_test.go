@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -145,31 +144,12 @@ func start(t *testing.T, cfg controller.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	cctx.Informers.Start(ctx)
-	wg.Go(func() { cctx.Recorder.Run(ctx) })
-	wg.Go(func() {
-		if err := ctrl.Run(ctx, 1); err != nil {
-			t.Error(err)
-		}
-	})
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-		cctx.Informers.Shutdown()
-	})
+	testserver.RunControllers(t, cctx, 1, ctrl)
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testserver.Eventually(t, what, 15*time.Second, cond)
 }
 
 // TestCollect runs the collector against the apiserver: with a threshold of 2 the oldest

@@ -3,7 +3,6 @@ package serviceaccount
 import (
 	"context"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -64,31 +63,12 @@ func start(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	cctx.Informers.Start(ctx)
-	wg.Go(func() { cctx.Recorder.Run(ctx) })
-	wg.Go(func() {
-		if err := ctrl.Run(ctx, 1); err != nil {
-			t.Error(err)
-		}
-	})
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-		cctx.Informers.Shutdown()
-	})
+	testserver.RunControllers(t, cctx, 1, ctrl)
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testserver.Eventually(t, what, 10*time.Second, cond)
 }
 
 func TestDefaultAccount(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kplane/kplane/internal/metricreg"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -81,31 +82,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		return m, nil
 	}
 	var errs []error
-	m.depth = register(reg, m.depth, &errs)
-	m.adds = register(reg, m.adds, &errs)
-	m.queueDuration = register(reg, m.queueDuration, &errs)
-	m.workDuration = register(reg, m.workDuration, &errs)
-	m.unfinished = register(reg, m.unfinished, &errs)
-	m.longest = register(reg, m.longest, &errs)
-	m.retries = register(reg, m.retries, &errs)
+	m.depth = metricreg.Register(reg, m.depth, &errs)
+	m.adds = metricreg.Register(reg, m.adds, &errs)
+	m.queueDuration = metricreg.Register(reg, m.queueDuration, &errs)
+	m.workDuration = metricreg.Register(reg, m.workDuration, &errs)
+	m.unfinished = metricreg.Register(reg, m.unfinished, &errs)
+	m.longest = metricreg.Register(reg, m.longest, &errs)
+	m.retries = metricreg.Register(reg, m.retries, &errs)
 	return m, errors.Join(errs...)
-}
-
-// register registers c, or returns the collector of the same kind already registered in its
-// place. On any other failure c stays in use unregistered, so the queue still works.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C, errs *[]error) C {
-	err := reg.Register(c)
-	if err == nil {
-		return c
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing
-		}
-	}
-	*errs = append(*errs, err)
-	return c
 }
 
 var (

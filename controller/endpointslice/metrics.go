@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/kplane/kplane/internal/metricreg"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -44,31 +45,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		byService: map[types.NamespacedName]planStats{},
 	}
 	var errs []error
-	m.added = register(reg, m.added, &errs)
-	m.removed = register(reg, m.removed, &errs)
-	m.changes = register(reg, m.changes, &errs)
-	m.syncs = register(reg, m.syncs, &errs)
-	m.endpointsDesired = register(reg, m.endpointsDesired, &errs)
-	m.numSlices = register(reg, m.numSlices, &errs)
-	m.desiredSlices = register(reg, m.desiredSlices, &errs)
+	m.added = metricreg.Register(reg, m.added, &errs)
+	m.removed = metricreg.Register(reg, m.removed, &errs)
+	m.changes = metricreg.Register(reg, m.changes, &errs)
+	m.syncs = metricreg.Register(reg, m.syncs, &errs)
+	m.endpointsDesired = metricreg.Register(reg, m.endpointsDesired, &errs)
+	m.numSlices = metricreg.Register(reg, m.numSlices, &errs)
+	m.desiredSlices = metricreg.Register(reg, m.desiredSlices, &errs)
 	return m, errors.Join(errs...)
-}
-
-// register registers c, or returns the collector already registered under its name (a second
-// controller in the same process shares the first one's).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C, errs *[]error) C {
-	err := reg.Register(c)
-	if err == nil {
-		return c
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing
-		}
-	}
-	*errs = append(*errs, err)
-	return c
 }
 
 // observePlan records a sync's plan: endpoints moved, and the Service's share of the gauges.

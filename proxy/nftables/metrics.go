@@ -3,6 +3,7 @@ package nftables
 import (
 	"errors"
 
+	"github.com/kplane/kplane/internal/metricreg"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -43,11 +44,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Help: "Endpoints left out because they are not IPv4 or have no valid port."})
 
 	if reg != nil {
-		if err := errors.Join(
-			register(reg, &syncFailures), register(reg, &cleanupFailures), register(reg, &noLocal),
-			register(reg, &ctDuration), register(reg, &ctDeleted), register(reg, &noEndpoints),
-			register(reg, &skipped), register(reg, &skippedEndpoints),
-		); err != nil {
+		var errs []error
+		syncFailures = metricreg.Register(reg, syncFailures, &errs)
+		cleanupFailures = metricreg.Register(reg, cleanupFailures, &errs)
+		noLocal = metricreg.Register(reg, noLocal, &errs)
+		ctDuration = metricreg.Register(reg, ctDuration, &errs)
+		ctDeleted = metricreg.Register(reg, ctDeleted, &errs)
+		noEndpoints = metricreg.Register(reg, noEndpoints, &errs)
+		skipped = metricreg.Register(reg, skipped, &errs)
+		skippedEndpoints = metricreg.Register(reg, skippedEndpoints, &errs)
+		if err := errors.Join(errs...); err != nil {
 			return nil, err
 		}
 	}
@@ -61,18 +67,4 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		skipped:           skipped,
 		skippedEndpoints:  skippedEndpoints,
 	}, nil
-}
-
-// register registers *c, or replaces it by the collector already registered under its name:
-// proxiers sharing a registry (one per simulated node in one process) share their metrics.
-func register[T prometheus.Collector](reg prometheus.Registerer, c *T) error {
-	err := reg.Register(*c)
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(T); ok {
-			*c = existing
-			return nil
-		}
-	}
-	return err
 }

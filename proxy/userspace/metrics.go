@@ -3,6 +3,7 @@ package userspace
 import (
 	"errors"
 
+	"github.com/kplane/kplane/internal/metricreg"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -78,29 +79,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	var errs []error
-	m.connections = register(reg, m.connections, &errs)
-	m.dialFailures = register(reg, m.dialFailures, &errs)
-	m.active = register(reg, m.active, &errs)
-	m.udpDropped = register(reg, m.udpDropped, &errs)
-	m.skipped = register(reg, m.skipped, &errs)
-	m.listenFailure = register(reg, m.listenFailure, &errs)
-	m.listeners = register(reg, m.listeners, &errs)
+	m.connections = metricreg.Register(reg, m.connections, &errs)
+	m.dialFailures = metricreg.Register(reg, m.dialFailures, &errs)
+	m.active = metricreg.Register(reg, m.active, &errs)
+	m.udpDropped = metricreg.Register(reg, m.udpDropped, &errs)
+	m.skipped = metricreg.Register(reg, m.skipped, &errs)
+	m.listenFailure = metricreg.Register(reg, m.listenFailure, &errs)
+	m.listeners = metricreg.Register(reg, m.listeners, &errs)
 	return m, errors.Join(errs...)
-}
-
-// register registers c, or returns the collector of the same kind already registered under its
-// name. On any other failure c stays in use unregistered: metrics must never stop the proxy.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C, errs *[]error) C {
-	err := reg.Register(c)
-	if err == nil {
-		return c
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing
-		}
-	}
-	*errs = append(*errs, err)
-	return c
 }

@@ -33,8 +33,6 @@ var (
 	yamlSerializer       = json.NewSerializerWithOptions(json.DefaultMetaFactory, registry.Scheme, registry.Scheme, json.SerializerOptions{Yaml: true})
 	strictYAMLSerializer = json.NewSerializerWithOptions(json.DefaultMetaFactory, registry.Scheme, registry.Scheme, json.SerializerOptions{Yaml: true, Strict: true})
 	protobufSerializer   = scheme.Protobuf
-	// rawProtobufSerializer encodes without the "k8s\x00" envelope, as watch frames do.
-	rawProtobufSerializer = scheme.RawProtobuf
 )
 
 func init() {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kplane/kplane/storage"
+	"google.golang.org/protobuf/encoding/protowire"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -126,6 +127,9 @@ type eventEncoder struct {
 	includeObject string
 	columns       bool // the first Table carries the column definitions
 	buf           bytes.Buffer
+	// obj and alloc are writeProtobuf's, reused from event to event.
+	obj   bytes.Buffer
+	alloc runtime.SimpleAllocator
 }
 
 func (e *eventEncoder) write(w http.ResponseWriter, ev storage.Event) error {
@@ -171,18 +175,26 @@ func (e *eventEncoder) write(w http.ResponseWriter, ev storage.Event) error {
 }
 
 // writeProtobuf frames one event as Kubernetes' protobuf watch streams do: a 4-byte big-endian
-// length, then a WatchEvent (without the protobuf envelope) whose object is enveloped.
+// length, then a WatchEvent (without the protobuf envelope) whose object is enveloped. The
+// WatchEvent (type = 1, object = 2 holding a RawExtension whose raw = 1) is written by hand
+// with buffers kept across events: the object's bytes are copied once, and a long stream (an
+// initial list of thousands of objects) allocates no buffer per event.
 func (e *eventEncoder) writeProtobuf(w http.ResponseWriter, typ watch.EventType, obj runtime.Object) error {
-	var embedded bytes.Buffer
-	if err := protobufSerializer.Encode(obj, &embedded); err != nil {
+	e.obj.Reset()
+	if err := protobufSerializer.EncodeWithAllocator(obj, &e.obj, &e.alloc); err != nil {
 		return err
 	}
-	e.buf.Write([]byte{0, 0, 0, 0})
-	if err := rawProtobufSerializer.Encode(&metav1.WatchEvent{Type: string(typ), Object: runtime.RawExtension{Raw: embedded.Bytes()}}, &e.buf); err != nil {
-		return err
-	}
-	frame := e.buf.Bytes()
-	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
-	_, err := w.Write(frame)
+	raw := e.obj.Bytes()
+	rawExt := 1 + protowire.SizeBytes(len(raw))
+	size := 1 + protowire.SizeBytes(len(typ)) + 1 + protowire.SizeBytes(rawExt)
+	frame := binary.BigEndian.AppendUint32(e.buf.AvailableBuffer(), uint32(size))
+	frame = protowire.AppendTag(frame, 1, protowire.BytesType)
+	frame = protowire.AppendString(frame, string(typ))
+	frame = protowire.AppendTag(frame, 2, protowire.BytesType)
+	frame = protowire.AppendVarint(frame, uint64(rawExt))
+	frame = protowire.AppendTag(frame, 1, protowire.BytesType)
+	frame = protowire.AppendBytes(frame, raw)
+	e.buf.Write(frame) // keeps the grown array for the next event
+	_, err := w.Write(e.buf.Bytes())
 	return err
 }

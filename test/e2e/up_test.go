@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -128,4 +129,70 @@ func httpGet(url string) (string, error) {
 		return "", fmt.Errorf("%s: %s", resp.Status, body)
 	}
 	return strings.TrimSpace(string(body)), err
+}
+
+// TestUpRestart: `kplane up` stops cleanly on SIGTERM (pods terminated, exit 0), and started
+// again on the same data dir it resumes the stored state: the same pods run again and the
+// Service answers from each of them at the same ClusterIP.
+func TestUpRestart(t *testing.T) {
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	k := kc{t: t, kubeconfig: kubeconfig}
+	up := func() *roleProcess {
+		p := startRole(t, "up", "--secure-port", "0", "--data-dir", dir)
+		until(t, "the API and a Ready node", func() error {
+			r := k.run("", "get", "nodes", "-o", `jsonpath={.items[0].status.conditions[?(@.type=="Ready")].status}`)
+			if r.err == nil && r.stdout != "True" {
+				return fmt.Errorf("node Ready=%q", r.stdout)
+			}
+			return r.err
+		})
+		return p
+	}
+	everyPodAnswers := func(url string, pods []string) func() error {
+		return func() error {
+			seen := map[string]bool{}
+			for range 4 * len(pods) {
+				name, err := httpGet(url)
+				if err != nil {
+					return err
+				}
+				seen[name] = true
+			}
+			for _, p := range pods {
+				if !seen[p] {
+					return fmt.Errorf("answers from %v, want every one of %v", seen, pods)
+				}
+			}
+			return nil
+		}
+	}
+
+	first := up()
+	k.ok("apply", "-f", "../../examples/echo.yaml")
+	k.ok("rollout", "status", "deployment/echo", "--timeout=30s")
+	url := "http://" + k.jsonpath("service/echo", "{.spec.clusterIP}") + "/"
+	pods := strings.Fields(k.jsonpath("pods", "{.items[*].metadata.name}"))
+	until(t, "every pod answering", everyPodAnswers(url, pods))
+
+	if err := first.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-first.exited:
+		if first.err != nil {
+			t.Fatalf("kplane up did not exit cleanly on SIGTERM: %v\n%s", first.err, first.out.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("kplane up did not stop within 30 s of SIGTERM:\n%s", first.out.String())
+	}
+	if _, err := httpGet(url); err == nil {
+		t.Errorf("the Service still answers after kplane up stopped")
+	}
+
+	up()
+	if got := strings.Fields(k.jsonpath("pods", "{.items[*].metadata.name}")); strings.Join(got, " ") != strings.Join(pods, " ") {
+		t.Errorf("pods after the restart %v, want the stored %v", got, pods)
+	}
+	until(t, "the stored pods answering again at the same ClusterIP", everyPodAnswers(url, pods))
 }

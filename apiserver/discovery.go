@@ -133,6 +133,9 @@ func (s *Server) serveResourceList(w http.ResponseWriter, gv schema.GroupVersion
 		if info.Binding {
 			sub("binding", "", "", "Binding", metav1.Verbs{"create"})
 		}
+		if isCorePods(info) {
+			sub("log", "", "", "Pod", metav1.Verbs{"get"})
+		}
 		if info.Resource == "namespaces" {
 			sub("finalize", "", "", "Namespace", metav1.Verbs{"update"})
 		}

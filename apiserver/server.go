@@ -327,6 +327,8 @@ func (s *Server) serveSubresource(w http.ResponseWriter, r *http.Request, req re
 		s.serveScale(w, r, req)
 	case req.subresource == "binding" && info.Binding && r.Method == http.MethodPost:
 		s.createBinding(w, r, req.namespace, req.name)
+	case req.subresource == "log" && isCorePods(info):
+		s.serveLog(w, r, req)
 	default:
 		writeError(w, apierrors.NewNotFound(schema.GroupResource{Group: gr.Group, Resource: gr.Resource + "/" + req.subresource}, req.name))
 	}

@@ -11,10 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
+	"github.com/kplane/kplane/controller"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -48,6 +50,10 @@ type Agent struct {
 	o    Options
 	name string
 	ips  *ipam
+	// events records the pods' events (Started, BackOff, ...) as the "kubelet" component.
+	events *controller.Recorder
+	// port is the HTTP port bound (Options.Port may be 0), reported in the Node's status.
+	port atomic.Int32
 
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
@@ -72,7 +78,8 @@ func New(c *client.Client, o Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Agent{c: c, o: o, name: name, ips: ips, workers: map[types.UID]*podWorker{}}, nil
+	return &Agent{c: c, o: o, name: name, ips: ips, events: controller.NewRecorder(c).For("kubelet"),
+		workers: map[types.UID]*podWorker{}}, nil
 }
 
 // Name is the Node's name.
@@ -80,10 +87,19 @@ func (a *Agent) Name() string { return a.name }
 
 // Run registers the Node (retrying until it succeeds), then heartbeats it and runs its pods
 // until ctx is cancelled. It returns once every container process has been stopped and every
-// goroutine it started has ended; the error is nil unless ctx ended before registration.
+// goroutine it started has ended; the error is nil unless its HTTP port (Options.Address,
+// Options.Port) cannot be bound or ctx ended before registration.
 func (a *Agent) Run(ctx context.Context) error {
 	slog.Info("starting node agent", "node", a.name, "podCIDR", a.o.PodCIDR, "dataDir", a.o.DataDir)
 	defer slog.Info("node agent stopped", "node", a.name)
+	// Listening comes first: the Node registered next carries the port actually bound.
+	ln, err := a.listen()
+	if err != nil {
+		return err
+	}
+	var loops sync.WaitGroup
+	defer loops.Wait()
+	loops.Go(func() { a.serve(ctx, ln) })
 	for {
 		err := a.register(ctx)
 		if err == nil {
@@ -97,8 +113,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 
-	var loops sync.WaitGroup
 	loops.Go(func() { every(ctx, a.o.RenewInterval, a.renewLease) })
+	loops.Go(func() { a.events.Run(ctx) })
 	loops.Go(func() { every(ctx, a.o.StatusInterval, a.postStatus) })
 
 	f := cache.NewFactory(a.c, "")
@@ -113,7 +129,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	reg.Remove()
 	f.Shutdown()
 	a.wg.Wait()
-	loops.Wait()
 	return nil
 }
 
@@ -189,6 +204,7 @@ func (a *Agent) fillStatus(n *corev1.Node) {
 	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: a.name}}
 	n.Status.NodeInfo.OperatingSystem, n.Status.NodeInfo.Architecture = runtime.GOOS, runtime.GOARCH
 	n.Status.NodeInfo.KubeletVersion = "kplane"
+	n.Status.DaemonEndpoints.KubeletEndpoint.Port = a.port.Load()
 	n.Status.Phase = corev1.NodeRunning
 	now := metav1.Now()
 	ready := corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
@@ -293,7 +309,7 @@ func (a *Agent) podChanged(ctx context.Context, p *corev1.Pod) {
 		}
 		return
 	}
-	w := newPodWorker(a, p)
+	w := newPodWorker(ctx, a, p)
 	a.workers[p.UID] = w
 	a.wg.Go(func() {
 		w.run(ctx)

@@ -4,21 +4,48 @@
 //
 // Each container runs command+args (a first word "kplane" is this binary) in
 // <data-dir>/pods/<uid>/<container>/, with its env values plus POD_IP, POD_NAME and
-// POD_NAMESPACE, stdout and stderr appended to LogFile there, in its own process group with
-// SIGKILL as parent-death signal. Each pod gets one address of --pod-cidr (default
-// 127.77.0.0/16, loopback, so binding $POD_IP:port needs no setup). Exited containers are
+// POD_NAMESPACE, stdout and stderr in LogFile there (a restart renames it to
+// PreviousLogFile), in its own process group with SIGKILL as parent-death signal. Each pod gets
+// one address of --pod-cidr (default 127.77.0.0/16, loopback, so binding $POD_IP:port needs
+// no setup; when the range is used up the pod stays Pending with a FailedCreatePodSandBox
+// event, and is tried again on its next update). Exited containers are
 // restarted per restartPolicy with a doubling backoff; a pod with a deletionTimestamp gets
 // SIGTERM, its grace period, SIGKILL, then its object is deleted with grace period 0.
+//
+// Init containers run one after another, each to completion, before the containers start;
+// a failing one is restarted with the same backoff (under restartPolicy Never it fails the
+// pod). Startup, liveness and readiness probes (exec in the container's directory and env,
+// tcpSocket, httpGet to the pod IP by default) run as the kubelet's (probe.go): a container is
+// started once its startup probe passed and ready once its readiness probe passes; failing
+// liveness or startup probes kill it (SIGTERM, then SIGKILL after the grace period) and it is
+// restarted per restartPolicy.
+//
+// The agent serves HTTP on --address:--port (0: a free port, reported in the Node's
+// status.daemonEndpoints): GET /containerLogs/<ns>/<pod>/<container>, which the apiserver's
+// pods/log proxies to, with follow, previous, tailLines and limitBytes.
+//
+// A container's environment is built as the kubelet's (env.go): envFrom (ConfigMaps, Secrets,
+// with prefix), then env in order (value with $(VAR) references to variables defined before
+// it, "$$" escaping "$"; valueFrom fieldRef, configMapKeyRef, secretKeyRef), POD_IP, POD_NAME
+// and POD_NAMESPACE defined first so that both can override and refer to them; command and
+// args have their $(VAR) references expanded against it. A missing ConfigMap, Secret or key
+// that is not optional keeps the container Waiting with reason CreateContainerConfigError,
+// retried every backoff base (not counted as a restart). Events as component "kubelet":
+// Started, Failed, BackOff, Killing, Unhealthy.
 //
 // Start it in-process with New(c, o) and (*Agent).Run(ctx), or Run(ctx, o) from a kubeconfig.
 //
 // TODO (issue 6, not done yet):
-//   - readiness and liveness probes (httpGet, tcpSocket, exec; delays, periods, thresholds);
-//     today a container is ready as soon as its process runs.
-//   - env valueFrom (fieldRef, configMap, secret) and $(VAR) expansion in command/args.
-//   - init containers, ephemeral containers, sidecars; a pod with them runs only its containers.
-//   - `kubectl logs` (logs subresource served from LogFile; --previous needs per-run files).
-//   - events (Started, Killing, BackOff), and a reason in status when no pod IP is left.
+//   - probes: grpc, httpGet with scheme HTTPS; a container killed by a liveness probe whose
+//     process exits 0 is not restarted under OnFailure (the kubelet restarts it).
+//   - env: resourceFieldRef (fails the container start today), service link variables
+//     (enableServiceLinks), fileKeyRef.
+//   - sidecars (init containers with restartPolicy Always: today run as plain init containers,
+//     so one that never exits holds the pod in Pending), ephemeral containers.
+//   - `kubectl logs --timestamps` and --since/--since-time: the log file keeps no time per line,
+//     so these are accepted and ignored. The node's HTTP endpoint is plain and unauthenticated.
+//   - events: Created/Pulled; the involved object has no fieldPath
+//     (spec.containers{name}), the source host is the machine's hostname, not the node name.
 //   - node status beyond Ready (pressure conditions), node shutdown marking pods.
 //   - tests of restart backoff with OnFailure and of the agent's own shutdown.
 package node

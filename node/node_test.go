@@ -46,7 +46,7 @@ func newClient(t *testing.T) *client.Client {
 func startAgent(t *testing.T, c *client.Client, name, cidr string) *Agent {
 	t.Helper()
 	o := DefaultOptions()
-	o.HostnameOverride, o.DataDir, o.PodCIDR = name, t.TempDir(), cidr
+	o.HostnameOverride, o.DataDir, o.PodCIDR, o.Port = name, t.TempDir(), cidr, 0
 	o.RenewInterval, o.StatusInterval, o.BackoffBase, o.BackoffMax = 100*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond, 200*time.Millisecond
 	a, err := New(c, o)
 	if err != nil {
@@ -187,7 +187,8 @@ func TestPodRunsAndIsDeleted(t *testing.T) {
 	pods := client.Resource[*corev1.Pod](c, "pods").Namespace(ns)
 	// The trap makes the shell outlive its sleep on SIGTERM; it exits within the grace period.
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	pod := shPod(ns, "web", "node-run", `echo $$ > `+pidFile+`; trap 'echo bye; exit 0' TERM; echo "$GREETING $POD_NAME $POD_NAMESPACE $POD_IP"; while :; do sleep 0.1; done`, corev1.RestartPolicyAlways)
+	// "$$$$": the agent reduces "$$" to "$" in command and args, as the kubelet does.
+	pod := shPod(ns, "web", "node-run", `echo $$$$ > `+pidFile+`; trap 'echo bye; exit 0' TERM; echo "$GREETING $POD_NAME $POD_NAMESPACE $POD_IP"; while :; do sleep 0.1; done`, corev1.RestartPolicyAlways)
 	p, err := pods.Create(ctx, pod)
 	if err != nil {
 		t.Fatal(err)
@@ -320,7 +321,7 @@ func readPID(t *testing.T, path string) int {
 func TestShutdownStopsPods(t *testing.T) {
 	c := newClient(t)
 	o := DefaultOptions()
-	o.HostnameOverride, o.DataDir, o.PodCIDR = "node-stop", t.TempDir(), "127.82.0.0/24"
+	o.HostnameOverride, o.DataDir, o.PodCIDR, o.Port = "node-stop", t.TempDir(), "127.82.0.0/24", 0
 	a, err := New(c, o)
 	if err != nil {
 		t.Fatal(err)
@@ -332,7 +333,7 @@ func TestShutdownStopsPods(t *testing.T) {
 	ns := testserver.Namespace(t, c, "node-stop-")
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	// Ignores SIGTERM, so only the SIGKILL after the shutdown grace stops it.
-	pod := shPod(ns, "stubborn", "node-stop", `echo $$ > `+pidFile+`; trap '' TERM; while :; do sleep 0.1; done`, corev1.RestartPolicyAlways)
+	pod := shPod(ns, "stubborn", "node-stop", `echo $$$$ > `+pidFile+`; trap '' TERM; while :; do sleep 0.1; done`, corev1.RestartPolicyAlways)
 	if _, err := client.Resource[*corev1.Pod](c, "pods").Namespace(ns).Create(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}

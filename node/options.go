@@ -20,6 +20,12 @@ type Options struct {
 	// PodCIDR is the range pod IPs are taken from, one address per pod. The default is a
 	// loopback range, which Linux routes to lo, so a container can bind $POD_IP:port as is.
 	PodCIDR string
+	// Address and Port are where the agent serves HTTP (container logs for the apiserver's
+	// pods/log). Port 0 picks a free port; the Node's status.daemonEndpoints reports the one
+	// bound. The default address is loopback because the Node's InternalIP is 127.0.0.1 and
+	// the endpoint is unauthenticated.
+	Address string
+	Port    int
 
 	// LeaseDuration is written into the node's Lease; RenewInterval is how often it is renewed.
 	LeaseDuration time.Duration
@@ -36,12 +42,17 @@ type Options struct {
 // DefaultPodCIDR is the default pod range: loopback, so binding needs no setup.
 const DefaultPodCIDR = "127.77.0.0/16"
 
+// DefaultPort is the kubelet's port.
+const DefaultPort = 10250
+
 // DefaultOptions returns the kubelet's timings (Lease 40 s renewed every 10 s, status every
 // 10 s, restart backoff 10 s doubling to 5 min) and the loopback pod range.
 func DefaultOptions() Options {
 	return Options{
 		DataDir:        "kplane-node",
 		PodCIDR:        DefaultPodCIDR,
+		Address:        "127.0.0.1",
+		Port:           DefaultPort,
 		LeaseDuration:  40 * time.Second,
 		RenewInterval:  10 * time.Second,
 		StatusInterval: 10 * time.Second,
@@ -58,6 +69,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.HostnameOverride, "hostname-override", o.HostnameOverride, "name of the Node (default: the hostname)")
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "directory for pods' working directories and logs")
 	fs.StringVar(&o.PodCIDR, "pod-cidr", o.PodCIDR, "range pod IPs are taken from, one per pod (the default is loopback, so binding needs no setup)")
+	fs.StringVar(&o.Address, "address", o.Address, "IP address the agent serves HTTP (container logs) on")
+	fs.IntVar(&o.Port, "port", o.Port, "port the agent serves HTTP (container logs) on; 0 picks a free port")
 	fs.DurationVar(&o.RenewInterval, "node-lease-renew-interval", o.RenewInterval, "how often the node's Lease is renewed")
 	fs.DurationVar(&o.StatusInterval, "node-status-update-frequency", o.StatusInterval, "how often the node posts its status")
 }
@@ -72,6 +85,12 @@ func (o Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--pod-cidr: %w", err))
 	} else if !p.Addr().Is4() || p.Bits() > 30 {
 		errs = append(errs, fmt.Errorf("--pod-cidr %s: need an IPv4 range of at least 4 addresses", o.PodCIDR))
+	}
+	if o.Port < 0 || o.Port > 65535 {
+		errs = append(errs, fmt.Errorf("--port %d: must be 0 to 65535", o.Port))
+	}
+	if _, err := netip.ParseAddr(o.Address); err != nil {
+		errs = append(errs, fmt.Errorf("--address: %w", err))
 	}
 	for name, d := range map[string]time.Duration{"lease duration": o.LeaseDuration, "--node-lease-renew-interval": o.RenewInterval,
 		"--node-status-update-frequency": o.StatusInterval, "backoff base": o.BackoffBase, "backoff max": o.BackoffMax} {

@@ -19,8 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// LogFile is the name of a container's log file (stdout and stderr together, appended across
-// restarts) in its directory <data-dir>/pods/<uid>/<container>/.
+// LogFile is the name of a container's log file (stdout and stderr together, of its current
+// or last run; the run before is in PreviousLogFile) in its directory
+// <data-dir>/pods/<uid>/<container>/.
 const LogFile = "container.log"
 
 // statusRetry is how soon a failed pod status write is tried again.
@@ -41,6 +42,9 @@ func ContainerDir(dataDir string, uid types.UID, container string) string {
 type podWorker struct {
 	a   *Agent
 	uid types.UID
+	// ctx is the agent's context (run's), kept for the API reads a container start makes
+	// (env from ConfigMaps and Secrets) from the several places run starts containers.
+	ctx context.Context
 
 	mu      sync.Mutex
 	pod     *corev1.Pod
@@ -48,10 +52,20 @@ type podWorker struct {
 	wake    chan struct{}
 
 	// Owned by run.
-	ip         string
-	startTime  metav1.Time
-	containers []*container
-	exits      chan exit
+	ip        string
+	startTime metav1.Time
+
+	// containers are the pod's init containers (the first nInit, run one after another
+	// to completion) followed by its containers, started together once mainStarted.
+	containers  []*container
+	nInit       int
+	mainStarted bool
+	exits       chan exit
+
+	// probeResults carries the reports of probe runs, each its own goroutine in probing.
+	probeResults chan probeResult
+	probing      sync.WaitGroup
+
 	lastStatus *corev1.PodStatus
 	conditions map[corev1.PodConditionType]corev1.PodCondition
 }
@@ -71,6 +85,9 @@ type container struct {
 	waitingReason, waitingMessage string
 	// finished: exited and will not be restarted.
 	finished bool
+	// init: an init container (restarted only on failure, whatever the pod's policy).
+	init bool
+	probeState
 }
 
 type exit struct {
@@ -79,8 +96,8 @@ type exit struct {
 	at    time.Time
 }
 
-func newPodWorker(a *Agent, p *corev1.Pod) *podWorker {
-	return &podWorker{a: a, uid: p.UID, pod: p, wake: make(chan struct{}, 1)}
+func newPodWorker(ctx context.Context, a *Agent, p *corev1.Pod) *podWorker {
+	return &podWorker{a: a, uid: p.UID, ctx: ctx, pod: p, wake: make(chan struct{}, 1)}
 }
 
 func (w *podWorker) update(p *corev1.Pod) {
@@ -121,7 +138,8 @@ func (w *podWorker) run(ctx context.Context) {
 	pod, _ := w.latest()
 	ip, err := w.a.ips.allocate(w.uid, pod.Status.PodIP)
 	if err != nil {
-		w.log().Error("no pod IP", "err", err) // TODO: report in status
+		w.log().Error("no pod IP", "err", err)
+		w.event(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "no IP for the pod: %v", err)
 		return
 	}
 	w.ip = ip.String()
@@ -133,14 +151,22 @@ func (w *podWorker) run(ctx context.Context) {
 	for _, c := range pod.Status.Conditions {
 		w.conditions[c.Type] = c
 	}
-	w.exits = make(chan exit, len(pod.Spec.Containers))
+	for _, spec := range pod.Spec.InitContainers {
+		w.containers = append(w.containers, &container{spec: spec, dir: ContainerDir(w.a.o.DataDir, w.uid, spec.Name), init: true})
+	}
+	w.nInit = len(w.containers)
 	for _, spec := range pod.Spec.Containers {
 		w.containers = append(w.containers, &container{spec: spec, dir: ContainerDir(w.a.o.DataDir, w.uid, spec.Name)})
 	}
+	w.exits = make(chan exit, len(w.containers))
+	// Probe runs end with probeCtx, which ends when run returns; run waits for them so that
+	// the agent's Run returns only once every goroutine it started has ended.
+	probeCtx, stopProbes := context.WithCancel(ctx)
+	w.probeResults = make(chan probeResult, 3*len(w.containers))
+	defer w.probing.Wait()
+	defer stopProbes()
 	w.writeStatus(ctx) // Pending, with the IP, before anything runs
-	for i := range w.containers {
-		w.start(pod, i)
-	}
+	w.advance(pod)
 
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -166,6 +192,7 @@ func (w *podWorker) run(ctx context.Context) {
 				return
 			}
 			if pod.DeletionTimestamp != nil {
+				w.killing(pod)
 				w.stopAll(ctx, gracePeriod(pod))
 				w.a.deletePod(ctx, pod)
 				return
@@ -173,17 +200,25 @@ func (w *podWorker) run(ctx context.Context) {
 		case e := <-w.exits:
 			pod, _ := w.latest()
 			w.exited(pod, e)
+			w.resetProbes(e.index)
+			w.advance(pod)
 			dirty = true
+		case r := <-w.probeResults:
+			pod, _ := w.latest()
+			if w.probeDone(pod, r) {
+				dirty = true
+			}
 		case <-timer.C:
 			pod, _ := w.latest()
 			now := time.Now()
 			for i, c := range w.containers {
 				if !c.nextStart.IsZero() && !now.Before(c.nextStart) {
 					c.nextStart = time.Time{}
-					w.start(pod, i)
+					w.startContainer(pod, i)
 					dirty = true
 				}
 			}
+			w.runDueProbes(probeCtx, now)
 			if !retryAt.IsZero() && !now.Before(retryAt) {
 				dirty = true
 			}
@@ -191,9 +226,13 @@ func (w *podWorker) run(ctx context.Context) {
 	}
 }
 
-// nextWake is how long until the next due restart or status retry (an hour if none).
+// nextWake is how long until the next due restart, probe run, SIGKILL after a failed probe,
+// or status retry (an hour if none).
 func (w *podWorker) nextWake(retryAt time.Time) time.Duration {
 	next := retryAt
+	if p := w.nextProbeWake(); !p.IsZero() && (next.IsZero() || p.Before(next)) {
+		next = p
+	}
 	for _, c := range w.containers {
 		if !c.nextStart.IsZero() && (next.IsZero() || c.nextStart.Before(next)) {
 			next = c.nextStart
@@ -225,6 +264,10 @@ func (w *podWorker) start(pod *corev1.Pod, i int) {
 	}
 	if err != nil {
 		w.log().Error("starting container", "container", c.spec.Name, "err", err)
+		w.event(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
+		if w.configFailed(c, err) {
+			return
+		}
 		now := time.Now()
 		c.last = &corev1.ContainerStateTerminated{ExitCode: 128, Reason: "StartError", Message: err.Error(),
 			StartedAt: metav1.NewTime(now), FinishedAt: metav1.NewTime(now)}
@@ -233,6 +276,7 @@ func (w *podWorker) start(pod *corev1.Pod, i int) {
 		return
 	}
 	c.cmd, c.startedAt, c.waitingReason, c.waitingMessage = cmd, metav1.Now(), "", ""
+	w.event(pod, corev1.EventTypeNormal, "Started", "Started container %s", c.spec.Name)
 	go func() {
 		_ = cmd.Wait()
 		code := int32(cmd.ProcessState.ExitCode())
@@ -244,10 +288,14 @@ func (w *podWorker) start(pod *corev1.Pod, i int) {
 }
 
 // command builds the container's process: command+args ("kplane" as the first word is this
-// binary), the container's env plus POD_IP/POD_NAME/POD_NAMESPACE and the agent's PATH, the
-// container's directory as working directory (spec.workingDir inside it), output to LogFile.
+// binary) with $(VAR) expanded, the environment of containerEnv (env, envFrom,
+// POD_IP/POD_NAME/POD_NAMESPACE, the agent's PATH), the container's directory as working
+// directory (spec.workingDir inside it), output to LogFile.
 func (w *podWorker) command(pod *corev1.Pod, c *container) (*exec.Cmd, *os.File, error) {
-	argv := append(append([]string(nil), c.spec.Command...), c.spec.Args...)
+	env, argv, err := w.containerEnv(pod, c)
+	if err != nil {
+		return nil, nil, err
+	}
 	if len(argv) == 0 {
 		return nil, nil, errNoCommand
 	}
@@ -265,17 +313,18 @@ func (w *podWorker) command(pod *corev1.Pod, c *container) (*exec.Cmd, *os.File,
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, err
 	}
-	logf, err := os.OpenFile(filepath.Join(c.dir, LogFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	// Each run gets a fresh LogFile; the last run's output is kept for `kubectl logs --previous`.
+	logPath := filepath.Join(c.dir, LogFile)
+	if err := os.Rename(logPath, filepath.Join(c.dir, PreviousLogFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, nil, err
+	}
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, nil, err
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, logf, logf
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + c.dir}
-	for _, e := range c.spec.Env {
-		cmd.Env = append(cmd.Env, e.Name+"="+e.Value) // TODO: valueFrom, $(VAR) expansion
-	}
-	cmd.Env = append(cmd.Env, "POD_IP="+w.ip, "POD_NAME="+pod.Name, "POD_NAMESPACE="+pod.Namespace)
+	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	return cmd, logf, nil
 }
@@ -299,7 +348,7 @@ func (w *podWorker) exited(pod *corev1.Pod, e exit) {
 
 // afterExit schedules a restart as the restart policy says, or marks the container finished.
 func (w *podWorker) afterExit(pod *corev1.Pod, c *container, code int32, at time.Time) {
-	switch pod.Spec.RestartPolicy {
+	switch restartPolicy(pod, c) {
 	case corev1.RestartPolicyNever:
 		c.finished = true
 		return
@@ -316,6 +365,7 @@ func (w *podWorker) afterExit(pod *corev1.Pod, c *container, code int32, at time
 	}
 	c.nextStart = at.Add(c.backoff)
 	c.restarts++
+	w.event(pod, corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s", c.spec.Name)
 	if c.waitingReason == "" {
 		c.waitingReason = "CrashLoopBackOff"
 		c.waitingMessage = fmt.Sprintf("back-off %s restarting failed container %s", c.backoff, c.spec.Name)
@@ -363,45 +413,35 @@ func (w *podWorker) stopAll(ctx context.Context, grace time.Duration) {
 	}
 }
 
-// status computes the pod's status from its containers.
+// status computes the pod's status from its containers. Until every init container has
+// completed the pod is Pending (Failed if one failed for good) and its containers wait with
+// reason PodInitializing. A running container is started once its startup probe (if any)
+// passed, and ready once also its readiness probe (if any) passes; the pod is ready when all
+// its containers are.
 func (w *podWorker) status(pod *corev1.Pod) corev1.PodStatus {
 	st := corev1.PodStatus{
 		HostIP: "127.0.0.1", HostIPs: []corev1.HostIP{{IP: "127.0.0.1"}},
 		PodIP: w.ip, PodIPs: []corev1.PodIP{{IP: w.ip}},
 		StartTime: &w.startTime, QOSClass: pod.Status.QOSClass,
 	}
-	allRunning, allFinished, anyStarted, anyFailed := true, true, false, false
-	for _, c := range w.containers {
-		cs := corev1.ContainerStatus{Name: c.spec.Name, Image: c.spec.Image, ImageID: c.spec.Image, RestartCount: c.restarts}
-		if c.last != nil && !c.finished {
-			cs.LastTerminationState.Terminated = c.last
-		}
-		switch {
-		case c.cmd != nil:
-			anyStarted = true
-			cs.State.Running = &corev1.ContainerStateRunning{StartedAt: c.startedAt}
-			cs.Ready, cs.Started = true, new(true)
-		case c.finished && c.last != nil:
-			anyStarted = true
-			cs.State.Terminated = c.last
-			cs.LastTerminationState = corev1.ContainerState{}
-			cs.Started = new(false)
-			anyFailed = anyFailed || c.last.ExitCode != 0
-		default:
-			anyStarted = anyStarted || c.last != nil
-			cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: c.waitingReason, Message: c.waitingMessage}
-			if cs.State.Waiting.Reason == "" {
-				cs.State.Waiting.Reason = "ContainerCreating"
-			}
-			cs.Started = new(false)
-		}
-		allRunning = allRunning && c.cmd != nil
+	initialized, initFailed := w.initialized(), false
+	for _, c := range w.containers[:w.nInit] {
+		st.InitContainerStatuses = append(st.InitContainerStatuses, c.status(initialized))
+		initFailed = initFailed || (c.finished && !c.completed())
+	}
+	allReady, allFinished, anyStarted, anyFailed := true, true, false, false
+	for _, c := range w.containers[w.nInit:] {
+		st.ContainerStatuses = append(st.ContainerStatuses, c.status(initialized))
+		anyStarted = anyStarted || c.cmd != nil || c.last != nil
+		anyFailed = anyFailed || (c.finished && c.last != nil && c.last.ExitCode != 0)
+		allReady = allReady && c.cmd != nil && c.ready()
 		allFinished = allFinished && c.finished
-		st.ContainerStatuses = append(st.ContainerStatuses, cs)
 	}
 	switch {
-	case allFinished && anyFailed:
+	case initFailed || (allFinished && anyFailed):
 		st.Phase = corev1.PodFailed
+	case !initialized:
+		st.Phase = corev1.PodPending
 	case allFinished:
 		st.Phase = corev1.PodSucceeded
 	case anyStarted:
@@ -411,19 +451,53 @@ func (w *podWorker) status(pod *corev1.Pod) corev1.PodStatus {
 	}
 	ready := corev1.ConditionFalse
 	reason := "ContainersNotReady"
-	if allRunning {
+	if allReady {
 		ready, reason = corev1.ConditionTrue, ""
 	}
-	if allFinished {
+	if allFinished || initFailed {
 		reason = "PodCompleted"
+	}
+	init, initReason := corev1.ConditionTrue, ""
+	if !initialized {
+		init, initReason = corev1.ConditionFalse, "ContainersNotInitialized"
 	}
 	st.Conditions = []corev1.PodCondition{
 		w.condition(corev1.PodScheduled, corev1.ConditionTrue, ""),
-		w.condition(corev1.PodInitialized, corev1.ConditionTrue, ""),
+		w.condition(corev1.PodInitialized, init, initReason),
 		w.condition(corev1.ContainersReady, ready, reason),
 		w.condition(corev1.PodReady, ready, reason),
 	}
 	return st
+}
+
+// status is the container's status; initialized says whether the pod's init containers
+// are all done (before, a container that never ran waits with reason PodInitializing).
+func (c *container) status(initialized bool) corev1.ContainerStatus {
+	cs := corev1.ContainerStatus{Name: c.spec.Name, Image: c.spec.Image, ImageID: c.spec.Image, RestartCount: c.restarts}
+	if c.last != nil && !c.finished {
+		cs.LastTerminationState.Terminated = c.last
+	}
+	switch {
+	case c.cmd != nil:
+		cs.State.Running = &corev1.ContainerStateRunning{StartedAt: c.startedAt}
+		cs.Ready, cs.Started = c.ready(), new(c.started())
+	case c.finished && c.last != nil:
+		cs.State.Terminated = c.last
+		cs.LastTerminationState = corev1.ContainerState{}
+		cs.Started = new(false)
+		cs.Ready = c.init && c.completed() // as the kubelet: a completed init container is ready
+	default:
+		cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: c.waitingReason, Message: c.waitingMessage}
+		switch {
+		case cs.State.Waiting.Reason != "":
+		case !initialized && c.last == nil:
+			cs.State.Waiting.Reason = "PodInitializing"
+		default:
+			cs.State.Waiting.Reason = "ContainerCreating"
+		}
+		cs.Started = new(false)
+	}
+	return cs
 }
 
 // condition keeps the transition time of a condition whose status did not change.

@@ -1,7 +1,9 @@
 // Package scheduler binds pods that name no node to a ready, schedulable node that their
 // nodeSelector and tolerations allow, spreading them by the number of pods each node runs.
-// Pods that fit nowhere get the PodScheduled=False condition (reason Unschedulable) and are
-// tried again when nodes change and, with growing delays, on their own.
+// Pods that fit nowhere get the PodScheduled=False condition (reason Unschedulable) and a
+// FailedScheduling Warning event, and are tried again when nodes change and, with growing
+// delays, on their own. A pod that names its node already is not this scheduler's, even if
+// that node does not exist: it stays Pending until the pod garbage collector removes it.
 package scheduler
 
 import (
@@ -41,6 +43,8 @@ type Scheduler struct {
 	nodes    *cache.Informer[*corev1.Node]
 	handlers []cache.Registration
 	queue    *workqueue.RateLimitingQueue[string]
+	// events records FailedScheduling, as kube-scheduler's "default-scheduler".
+	events *controller.Recorder
 
 	// mu serialises choosing a node with recording the choice, so that concurrent workers
 	// (and bindings the pod cache has not seen yet) spread instead of piling up.
@@ -59,6 +63,7 @@ func New(c *client.Client, f *cache.Factory) *Scheduler {
 		pods:    cache.For[*corev1.Pod](f, "pods"),
 		nodes:   cache.For[*corev1.Node](f, "nodes"),
 		queue:   workqueue.NewRateLimited[string](workqueue.DefaultControllerRateLimiter[string](), workqueue.WithName(Name)),
+		events:  controller.NewRecorder(c).For(corev1.DefaultSchedulerName),
 		assumed: map[string]string{},
 		waiting: map[string]int{},
 	}
@@ -140,6 +145,9 @@ func (s *Scheduler) Run(ctx context.Context, workers int) {
 	}()
 	slog.Info("starting scheduler", "workers", workers)
 	defer slog.Info("scheduler stopped")
+	var recorder sync.WaitGroup
+	defer recorder.Wait()
+	recorder.Go(func() { s.events.Run(ctx) })
 	synced := []func() bool{s.pods.HasSynced, s.nodes.HasSynced}
 	for _, h := range s.handlers {
 		synced = append(synced, h.HasSynced)
@@ -235,6 +243,8 @@ func (s *Scheduler) unschedulable(ctx context.Context, key string, pod *corev1.P
 	s.mu.Unlock()
 	delay := unschedulableBase << min(failures, 16)
 	s.queue.AddAfter(key, min(delay, unschedulableMax))
+	// On every attempt, as kube-scheduler does; the recorder counts repeats in one Event.
+	s.events.Eventf(pod, corev1.EventTypeWarning, "FailedScheduling", "%s", msg)
 
 	if cond := podScheduledCondition(pod); cond != nil && cond.Status == corev1.ConditionFalse &&
 		cond.Reason == corev1.PodReasonUnschedulable && cond.Message == msg {

@@ -156,6 +156,10 @@ func TestScheduler(t *testing.T) {
 	if _, err := pods.Create(ctx, newPod("other-scheduler", func(s *corev1.PodSpec) { s.SchedulerName = "other" })); err != nil {
 		t.Fatal(err)
 	}
+	// So is a pod naming a node that does not exist (the pod GC removes it, not the scheduler).
+	if _, err := pods.Create(ctx, newPod("missing-node", func(s *corev1.PodSpec) { s.NodeName = "sched-missing" })); err != nil {
+		t.Fatal(err)
+	}
 
 	for _, tc := range cases {
 		eventually(t, tc.pod.Name, func() string {
@@ -212,6 +216,23 @@ func TestScheduler(t *testing.T) {
 	if before.ResourceVersion != after.ResourceVersion {
 		t.Errorf("the unschedulable pod was rewritten without a change: resourceVersion %s → %s", before.ResourceVersion, after.ResourceVersion)
 	}
+	// ... but each attempt is a FailedScheduling event, repeats counted in one Event.
+	eventually(t, "FailedScheduling event", func() string {
+		evs, err := client.Resource[*corev1.Event](c, "events").Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name == "ssd" && e.Reason == "FailedScheduling" {
+				if e.Type != corev1.EventTypeWarning || e.Source.Component != "default-scheduler" ||
+					e.Message != cases[len(cases)-1].want.message || e.InvolvedObject.UID != after.UID || e.Count < 2 {
+					return fmt.Sprintf("event %+v", e)
+				}
+				return ""
+			}
+		}
+		return fmt.Sprintf("none in %d events", len(evs.Items))
+	})
 
 	// A suitable node appears: the waiting pod binds to it.
 	createNode(t, c, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "sched-ssd", Labels: map[string]string{"disk": "ssd"}}}, corev1.ConditionTrue)
@@ -238,6 +259,12 @@ func TestScheduler(t *testing.T) {
 	}
 	if p.Spec.NodeName != "" || len(p.Status.Conditions) != 0 {
 		t.Errorf("another scheduler's pod was touched: nodeName %q, conditions %+v", p.Spec.NodeName, p.Status.Conditions)
+	}
+	if p, err = pods.Get(ctx, "missing-node"); err != nil {
+		t.Fatal(err)
+	}
+	if p.Spec.NodeName != "sched-missing" || len(p.Status.Conditions) != 0 || p.Status.Phase != corev1.PodPending {
+		t.Errorf("the pod on a missing node was touched: nodeName %q, phase %q, conditions %+v", p.Spec.NodeName, p.Status.Phase, p.Status.Conditions)
 	}
 
 	// The scheduler holds the kube-scheduler Lease.

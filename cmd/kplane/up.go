@@ -71,6 +71,9 @@ func runUp(ctx context.Context, o apiserver.Options, proxyMode string) error {
 	px.HealthzBindAddress = "127.0.0.1:10256"
 	nd := node.DefaultOptions()
 	nd.Kubeconfig, nd.DataDir = o.WriteKubeconfig, filepath.Join(o.DataDir, "node")
+	// A free port rather than the kubelet's 10250, which a real kubelet or a second `kplane up`
+	// may hold; the apiserver finds the port in the Node's status.
+	nd.Port = 0
 	// The node agent and the scheduler write a few times per pod; their usual client limits
 	// (50 QPS, as kubelet and kube-scheduler) would make a burst of 100 pods wait seconds for
 	// an apiserver that is in this very process and idle.

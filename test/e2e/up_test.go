@@ -113,6 +113,7 @@ func TestUpWalkThrough(t *testing.T) {
 		}
 		return answeredByAll(pods)()
 	})
+	expectContains(t, "kubectl logs deployment/echo", k.ok("logs", "deployment/echo"), "echo listening", ":8080")
 }
 
 // httpGet asks url over a new connection (the proxy balances connections, not requests) and

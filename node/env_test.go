@@ -1,0 +1,337 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kplane/kplane/client"
+	"github.com/kplane/kplane/internal/testserver"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func TestExpand(t *testing.T) {
+	vars := map[string]string{"A": "a", "B": "b-$(A)", "EMPTY": ""}
+	lookup := func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+	for _, tc := range []struct{ in, want string }{
+		{"plain", "plain"},
+		{"$(A)", "a"},
+		{"x$(A)y$(A)", "xaya"},
+		{"$(B)", "b-$(A)"}, // values are not expanded again
+		{"$(EMPTY)!", "!"},
+		{"$(UNKNOWN)", "$(UNKNOWN)"},
+		{"$$(A)", "$(A)"},
+		{"$$$(A)", "$a"},
+		{"$$", "$"},
+		{"$$$", "$$"},
+		{"$A $", "$A $"},
+		{"$(A", "$(A"},
+		{"$(A$$", "$(A$"},
+		{"$()", "$()"},
+		{"$(A)$(", "a$("},
+		{"ü$(A)ü", "üaü"},
+	} {
+		if got := expand(tc.in, lookup); got != tc.want {
+			t.Errorf("expand(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestPodField(t *testing.T) {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "u-1",
+			Labels: map[string]string{"app": "web", "a.b/c": "d"}, Annotations: map[string]string{"note": "hi"}},
+		Spec: corev1.PodSpec{NodeName: "n1", ServiceAccountName: "sa"},
+	}
+	for _, tc := range []struct{ path, want string }{
+		{"metadata.name", "web"},
+		{"metadata.namespace", "ns"},
+		{"metadata.uid", "u-1"},
+		{"metadata.labels['app']", "web"},
+		{"metadata.labels['a.b/c']", "d"},
+		{"metadata.labels['none']", ""},
+		{"metadata.annotations['note']", "hi"},
+		{"spec.nodeName", "n1"},
+		{"spec.serviceAccountName", "sa"},
+		{"status.podIP", "10.1.2.3"},
+		{"status.podIPs", "10.1.2.3"},
+		{"status.hostIP", hostIP},
+		{"status.hostIPs", hostIP},
+		{"spec.hostname", "error"},
+		{"metadata.labels", "error"},
+	} {
+		got, err := podField(pod, "10.1.2.3", tc.path)
+		if err != nil {
+			got = "error"
+		}
+		if got != tc.want {
+			t.Errorf("podField(%s) = %q (%v), want %q", tc.path, got, err, tc.want)
+		}
+	}
+}
+
+// fakeObjects serves ConfigMaps and Secrets from maps, NotFound for others.
+type fakeObjects struct {
+	cms     map[string]*corev1.ConfigMap
+	secrets map[string]*corev1.Secret
+}
+
+func (f fakeObjects) configMap(_ context.Context, _, name string) (*corev1.ConfigMap, error) {
+	if cm, ok := f.cms[name]; ok {
+		return cm, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, name)
+}
+
+func (f fakeObjects) secret(_ context.Context, _, name string) (*corev1.Secret, error) {
+	if s, ok := f.secrets[name]; ok {
+		return s, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, name)
+}
+
+func TestResolveEnv(t *testing.T) {
+	src := fakeObjects{
+		cms:     map[string]*corev1.ConfigMap{"cfg": {Data: map[string]string{"mode": "fast", "level": "3"}}},
+		secrets: map[string]*corev1.Secret{"pw": {Data: map[string][]byte{"password": []byte("s3cret")}}},
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns"}}
+	yes := new(true)
+	cmKey := func(name, key string, optional *bool) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: key, Optional: optional}}
+	}
+	secretKey := func(name, key string, optional *bool) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: key, Optional: optional}}
+	}
+	for _, tc := range []struct {
+		name    string
+		spec    corev1.Container
+		want    string // "K=V K=V" after POD_IP, POD_NAME, POD_NAMESPACE; or "error: ..."
+		wantErr string
+	}{
+		{name: "values and references",
+			spec: corev1.Container{Env: []corev1.EnvVar{
+				{Name: "A", Value: "1"}, {Name: "B", Value: "$(A)-$(C)-$(POD_NAME)"}, {Name: "C", Value: "3"}, {Name: "A", Value: "$(A)$(A)"}}},
+			want: "A=11 B=1-$(C)-web C=3"},
+		{name: "override pod vars",
+			spec: corev1.Container{Env: []corev1.EnvVar{{Name: "POD_NAME", Value: "x"}, {Name: "N", Value: "$(POD_NAME)"}}},
+			want: "N=x"},
+		{name: "keys and fields",
+			spec: corev1.Container{Env: []corev1.EnvVar{
+				{Name: "MODE", ValueFrom: cmKey("cfg", "mode", nil)},
+				{Name: "PW", ValueFrom: secretKey("pw", "password", nil)},
+				{Name: "NS", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+				{Name: "OPT", ValueFrom: cmKey("absent", "x", yes)},
+				{Name: "OPTKEY", ValueFrom: secretKey("pw", "absent", yes)},
+				{Name: "REF", Value: "$(MODE)/$(OPT)"}}},
+			want: "MODE=fast PW=s3cret NS=ns REF=fast/$(OPT)"},
+		{name: "envFrom with prefix, env after wins",
+			spec: corev1.Container{
+				EnvFrom: []corev1.EnvFromSource{
+					{Prefix: "CFG_", ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}},
+					{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "pw"}}},
+					{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "absent"}, Optional: yes}}},
+				Env: []corev1.EnvVar{{Name: "CFG_mode", Value: "slow"}, {Name: "X", Value: "$(CFG_level)"}}},
+			want: "CFG_level=3 CFG_mode=slow password=s3cret X=3"},
+		{name: "missing configmap", spec: corev1.Container{Env: []corev1.EnvVar{{Name: "M", ValueFrom: cmKey("absent", "mode", nil)}}},
+			wantErr: `configmap "absent" not found`},
+		{name: "missing key", spec: corev1.Container{Env: []corev1.EnvVar{{Name: "M", ValueFrom: cmKey("cfg", "absent", nil)}}},
+			wantErr: "couldn't find key absent in ConfigMap ns/cfg"},
+		{name: "missing secret key", spec: corev1.Container{Env: []corev1.EnvVar{{Name: "M", ValueFrom: secretKey("pw", "absent", nil)}}},
+			wantErr: "couldn't find key absent in Secret ns/pw"},
+		{name: "missing envFrom secret", spec: corev1.Container{EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "absent"}}}}},
+			wantErr: `secret "absent" not found`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vars, err := resolveEnv(context.Background(), src, pod, "10.0.0.9", tc.spec)
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, k := range vars.names[3:] {
+				got = append(got, k+"="+vars.values[k])
+			}
+			if strings.Join(got, " ") != tc.want {
+				t.Errorf("env %q, want %q", strings.Join(got, " "), tc.want)
+			}
+			if vars.names[0] != "POD_IP" || vars.values["POD_IP"] != "10.0.0.9" || vars.values["POD_NAMESPACE"] != "ns" {
+				t.Errorf("pod vars %v", vars.values)
+			}
+		})
+	}
+}
+
+// TestEnvFromObjects runs pods whose env comes from a ConfigMap and a Secret; a pod whose
+// ConfigMap is missing waits with CreateContainerConfigError and starts once it exists.
+func TestEnvFromObjects(t *testing.T) {
+	c := newClient(t)
+	a := startAgent(t, c, "node-env", "127.83.0.0/24")
+	ns := testserver.Namespace(t, c, "node-env-")
+	ctx := context.Background()
+	pods := client.Resource[*corev1.Pod](c, "pods").Namespace(ns)
+	cms := client.Resource[*corev1.ConfigMap](c, "configmaps").Namespace(ns)
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg"}, Data: map[string]string{"mode": "fast", "level": "3"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Resource[*corev1.Secret](c, "secrets").Namespace(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "pw"}, Data: map[string][]byte{"password": []byte("s3cret")}}); err != nil {
+		t.Fatal(err)
+	}
+	envPod := func(name, cm string) *corev1.Pod {
+		p := shPod(ns, name, "node-env", "env > $HOME/env.txt; echo $(MODE) >> $HOME/env.txt; sleep 100", corev1.RestartPolicyAlways)
+		p.Labels = map[string]string{"app": "env"}
+		ctr := &p.Spec.Containers[0]
+		ctr.EnvFrom = []corev1.EnvFromSource{{Prefix: "CFG_", ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}}
+		ctr.Env = append(ctr.Env,
+			corev1.EnvVar{Name: "MODE", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: cm}, Key: "mode"}}},
+			corev1.EnvVar{Name: "PW", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "pw"}, Key: "password"}}},
+			corev1.EnvVar{Name: "APP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['app']"}}},
+			corev1.EnvVar{Name: "MSG", Value: "$(GREETING) $(MODE) $$(MODE)"})
+		return p
+	}
+	checkEnv := func(name, mode string) {
+		t.Helper()
+		p, err := pods.Get(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(ContainerDir(a.o.DataDir, p.UID, "main"), "env.txt")
+		var env string
+		eventually(t, name+" env.txt", func() (bool, string) {
+			b, _ := os.ReadFile(path)
+			env = string(b)
+			return strings.HasSuffix(env, mode+"\n"), env // the $(MODE) line of the script, written last
+		})
+		for _, want := range []string{"MODE=" + mode, "PW=s3cret", "APP=env", "CFG_level=3", "CFG_mode=" + mode,
+			"MSG=hi " + mode + " $(MODE)", "POD_NAME=" + name, "POD_NAMESPACE=" + ns} {
+			if !strings.Contains(env, "\n"+want+"\n") && !strings.HasPrefix(env, want+"\n") {
+				t.Errorf("%s: env lacks %s:\n%s", name, want, env)
+			}
+		}
+	}
+
+	if _, err := pods.Create(ctx, envPod("ok", "cfg")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pods.Create(ctx, envPod("later", "cfg-later")); err != nil {
+		t.Fatal(err)
+	}
+	checkEnv("ok", "fast")
+
+	eventually(t, "CreateContainerConfigError", func() (bool, string) {
+		p, err := pods.Get(ctx, "later")
+		if err != nil {
+			return false, err.Error()
+		}
+		cs := p.Status.ContainerStatuses
+		if len(cs) != 1 || cs[0].State.Waiting == nil || cs[0].State.Waiting.Reason != "CreateContainerConfigError" {
+			return false, fmt.Sprintf("%+v", cs)
+		}
+		if msg := cs[0].State.Waiting.Message; msg != `configmap "cfg-later" not found` {
+			t.Errorf("waiting message %q", msg)
+		}
+		if cs[0].RestartCount != 0 || p.Status.Phase != corev1.PodPending {
+			t.Errorf("restarts %d, phase %s", cs[0].RestartCount, p.Status.Phase)
+		}
+		return true, ""
+	})
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg-later"}, Data: map[string]string{"mode": "slow", "level": "3"}}); err != nil {
+		t.Fatal(err)
+	}
+	checkEnv("later", "slow")
+}
+
+// TestPodEvents: the agent records Started for a started container, Failed and BackOff for
+// a container that cannot start, and Killing for a deleted pod's container, as the kubelet.
+func TestPodEvents(t *testing.T) {
+	c := newClient(t)
+	startAgent(t, c, "node-events", "127.84.0.0/24")
+	ns := testserver.Namespace(t, c, "node-events-")
+	ctx := context.Background()
+	pods := client.Resource[*corev1.Pod](c, "pods").Namespace(ns)
+	ok, err := pods.Create(ctx, shPod(ns, "ok", "node-events", "sleep 100", corev1.RestartPolicyAlways))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := shPod(ns, "bad", "node-events", "", corev1.RestartPolicyAlways)
+	bad.Spec.Containers[0].Command = []string{"/nonexistent/program"}
+	if bad, err = pods.Create(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{ // "pod reason" → message prefix
+		"ok Started":  "Started container main",
+		"bad Failed":  "Error: ",
+		"bad BackOff": "Back-off restarting failed container main",
+	}
+	uids := map[string]types.UID{"ok": ok.UID, "bad": bad.UID}
+	typeOf := map[string]string{"Started": corev1.EventTypeNormal, "Failed": corev1.EventTypeWarning, "BackOff": corev1.EventTypeWarning}
+	eventually(t, "events", func() (bool, string) {
+		evs, err := client.Resource[*corev1.Event](c, "events").Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, e := range evs.Items {
+			key := e.InvolvedObject.Name + " " + e.Reason
+			seen = append(seen, key+": "+e.Message)
+			prefix, ok := want[key]
+			if !ok || !strings.HasPrefix(e.Message, prefix) {
+				continue
+			}
+			if e.Source.Component != "kubelet" || e.Type != typeOf[e.Reason] || e.InvolvedObject.Kind != "Pod" || e.InvolvedObject.UID != uids[e.InvolvedObject.Name] {
+				t.Errorf("event %+v", e)
+			}
+			delete(want, key)
+		}
+		return len(want) == 0, fmt.Sprintf("missing %v; seen %v", want, seen)
+	})
+	// The missing program is also in the pod's status: waiting to run again, the failed start
+	// as its last state, as the kubelet reports it.
+	eventually(t, "bad's status", func() (bool, string) {
+		p, err := pods.Get(ctx, "bad")
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(p.Status.ContainerStatuses) != 1 {
+			return false, fmt.Sprintf("%+v", p.Status)
+		}
+		cs := p.Status.ContainerStatuses[0]
+		last := cs.LastTerminationState.Terminated
+		ok := cs.State.Waiting != nil && cs.State.Waiting.Reason == "RunContainerError" &&
+			strings.Contains(cs.State.Waiting.Message, "/nonexistent/program") &&
+			last != nil && last.Reason == "StartError" && last.ExitCode == 128 && cs.RestartCount >= 1 && !cs.Ready
+		return ok, fmt.Sprintf("%+v", cs)
+	})
+	if err := pods.Delete(ctx, "ok", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want["ok Killing"] = "Stopping container main"
+	typeOf["Killing"] = corev1.EventTypeNormal
+	eventually(t, "Killing event", func() (bool, string) {
+		evs, err := client.Resource[*corev1.Event](c, "events").Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, e := range evs.Items {
+			if e.InvolvedObject.UID == ok.UID && e.Reason == "Killing" {
+				return e.Message == want["ok Killing"] && e.Type == typeOf["Killing"], fmt.Sprintf("%+v", e)
+			}
+		}
+		return false, "none"
+	})
+}

@@ -173,6 +173,17 @@ type recordingNFT struct {
 	txs []string
 }
 
+// newRecordingProxier is a proxier on a fake nft that records its transactions.
+func newRecordingProxier(t *testing.T) (*Proxier, *recordingNFT) {
+	t.Helper()
+	rec := &recordingNFT{Fake: knftables.NewFake(knftables.IPv4Family, TableName)}
+	p, err := newProxier(Options{Logger: quiet}, rec, &recordingConntrack{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, rec
+}
+
 func (r *recordingNFT) Run(ctx context.Context, tx *knftables.Transaction) error {
 	r.txs = append(r.txs, tx.String())
 	return r.Fake.Run(ctx, tx)
@@ -196,6 +207,7 @@ add chain ip kplane nat-prerouting { type nat hook prerouting priority -100 ; }
 add chain ip kplane nodeport-endpoints-check
 add chain ip kplane reject-chain
 add chain ip kplane service-endpoints-check
+add chain ip kplane service-overrides
 add chain ip kplane services
 add set ip kplane cluster-ips { type ipv4_addr ; comment "ClusterIPs in use" ; }
 add set ip kplane hairpin-connections { type ipv4_addr . ipv4_addr . inet_proto . inet_service ; comment "endpoints on this node, reaching themselves through a service" ; }
@@ -227,6 +239,7 @@ add rule ip kplane reject-chain meta l4proto tcp reject with tcp reset
 add rule ip kplane reject-chain reject
 add rule ip kplane service-endpoints-check ip daddr . meta l4proto . th dport vmap @no-endpoint-services
 add rule ip kplane services ip daddr @cluster-ips mark set mark or 0x00004000
+add rule ip kplane services jump service-overrides
 add rule ip kplane services ip daddr . meta l4proto . th dport vmap @service-ips
 add rule ip kplane services ip daddr @nodeport-ips meta l4proto . th dport vmap @service-nodeports
 add element ip kplane nodeport-ips { 192.168.1.10 }`
@@ -531,12 +544,8 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, series string) float64 {
 // A partial sync sends only the changed service's chains and elements, and leaves the
 // table as a full sync of the same state would.
 func TestPartialSyncTouchesOnlyChanged(t *testing.T) {
-	fake := knftables.NewFake(knftables.IPv4Family, TableName)
-	rec := &recordingNFT{Fake: fake}
-	p, err := newProxier(Options{Logger: quiet}, rec, &recordingConntrack{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, rec := newRecordingProxier(t)
+	fake := rec.Fake
 	w := newWorld()
 	names := make([]proxy.ServicePortName, 3)
 	for i := range names {
@@ -599,11 +608,12 @@ func TestPartialSyncsMatchFullSync(t *testing.T) {
 	w := newWorld()
 	mustApply(t, p, w.state(true))
 	names := make([]proxy.ServicePortName, 6)
+	overridden := 0
 	for i := range names {
 		proto := []corev1.Protocol{corev1.ProtocolTCP, corev1.ProtocolUDP}[i%2]
 		names[i] = spn("ns", fmt.Sprintf("s%d", i/2), fmt.Sprintf("p%d", i%2), proto)
 	}
-	for step := range 300 {
+	for step := range 600 {
 		for range 1 + rng.IntN(2) {
 			i := rng.IntN(len(names))
 			n := names[i]
@@ -612,40 +622,126 @@ func TestPartialSyncsMatchFullSync(t *testing.T) {
 				continue
 			}
 			// Ports of one service share the ClusterIP; external IPs are shared by all.
+			// Half of the edits keep a port plain (ClusterIP only, no endpoint on this
+			// node), where a change of endpoints takes the add-only path.
 			var opts []svcOpt
-			if rng.IntN(2) == 0 {
+			plain := rng.IntN(2) == 0
+			if !plain && rng.IntN(2) == 0 {
 				opts = append(opts, nodePort(30000+i))
 			}
-			if rng.IntN(3) == 0 {
+			if !plain && rng.IntN(3) == 0 {
 				opts = append(opts, externalIPs("192.0.2.1"))
 			}
-			if rng.IntN(3) == 0 {
+			if !plain && rng.IntN(3) == 0 {
 				opts = append(opts, affinity(time.Duration(1+rng.IntN(2))*time.Minute))
 			}
-			if rng.IntN(3) == 0 {
+			if !plain && rng.IntN(3) == 0 {
 				opts = append(opts, internalLocal())
 			}
-			if rng.IntN(3) == 0 {
+			if !plain && rng.IntN(3) == 0 {
 				opts = append(opts, externalLocal())
 			}
 			var eps []proxy.Endpoint
+			port := 80 + rng.IntN(2) // a change of port alone takes the add-only path
 			for e := range 4 {
-				if rng.IntN(2) == 0 {
+				if plain && e%2 == 0 || !plain && rng.IntN(2) == 0 {
 					continue
 				}
-				ep := ready(fmt.Sprintf("10.244.%d.%d:80", e%2, e))
+				ep := ready(fmt.Sprintf("10.244.%d.%d:%d", e%2, e, port))
 				ep.IsLocal = e%2 == 0
-				ep.Ready = rng.IntN(4) != 0
+				ep.Ready = plain || rng.IntN(4) != 0
 				eps = append(eps, ep)
 			}
 			w.set(svcPort(n, fmt.Sprintf("10.96.0.%d", 1+i/2), 80, opts...), eps...)
 		}
+		before := p.overrides
 		mustApply(t, p, w.state(false))
+		overridden += max(p.overrides-before, 0)
+		// The maps catch up after some syncs; only then must they hold what a full sync writes.
+		if rng.IntN(2) == 0 {
+			p.catchUpMaps()
+		}
+		if p.overrides > 0 {
+			continue
+		}
 		p2, fake2, _ := newFakeProxier(t, Options{ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16")})
 		mustApply(t, p2, proxy.State{Services: w.services, Endpoints: w.endpoints, NodeName: "node-a", Zone: "z1"})
 		if got, want := canonical(fake.Dump()), canonical(fake2.Dump()); got != want {
 			t.Fatalf("step %d: table after partial syncs differs from a full sync:\n%s\nwant:\n%s", step, got, want)
 		}
+	}
+	if overridden == 0 {
+		t.Errorf("no partial sync took the add-only path")
+	}
+	t.Logf("%d service ports changed through the add-only path", overridden)
+}
+
+// A change of which endpoints a ClusterIP port picks is applied by adding one rule at the
+// head of service-overrides (a transaction without deletions); the maps catch up later in
+// a transaction of their own, which also removes the rule. Anything else (here: a change in
+// the number of endpoints) is applied to the maps at once.
+func TestEndpointChangeAddsOnly(t *testing.T) {
+	p, rec := newRecordingProxier(t)
+	fake := rec.Fake
+	w := newWorld()
+	web, db := spn("ns", "web", "", corev1.ProtocolTCP), spn("ns", "db", "", corev1.ProtocolUDP)
+	w.set(svcPort(web, "10.96.0.1", 80), ready("10.244.0.1:8080"), ready("10.244.0.2:8080"))
+	w.set(svcPort(db, "10.96.0.2", 53), ready("10.244.0.3:53"))
+	mustApply(t, p, w.state(true))
+	full := func() string {
+		p2, fake2, _ := newFakeProxier(t, Options{})
+		mustApply(t, p2, proxy.State{Services: w.services, Endpoints: w.endpoints, NodeName: "node-a", Zone: "z1"})
+		return canonical(fake2.Dump())
+	}
+
+	w.set(svcPort(web, "10.96.0.1", 80), ready("10.244.0.1:8080"), ready("10.244.0.9:8080"))
+	w.set(svcPort(db, "10.96.0.2", 53), ready("10.244.0.4:53"))
+	rec.txs = nil
+	mustApply(t, p, w.state(false))
+	tx := strings.Join(rec.txs, "\n")
+	for _, want := range []string{
+		"insert rule ip kplane service-overrides ip daddr 10.96.0.1 tcp dport 80 dnat ip addr . port to numgen random mod 2 map { 0 : 10.244.0.1 . 8080, 1 : 10.244.0.9 . 8080 }",
+		"insert rule ip kplane service-overrides ip daddr 10.96.0.2 udp dport 53 dnat ip addr . port to numgen random mod 1 map { 0 : 10.244.0.4 . 53 }",
+	} {
+		if !strings.Contains(tx, want) {
+			t.Errorf("transaction lacks %q:\n%s", want, tx)
+		}
+	}
+	if strings.Contains(tx, "delete") || strings.Contains(tx, "flush") || len(strings.Fields(strings.ReplaceAll(tx, " ", ""))) != 2 {
+		t.Errorf("the add-only sync sent more than the two rules:\n%s", tx)
+	}
+	if p.overrides != 2 || p.catchUp == nil {
+		t.Fatalf("overrides %d, catch-up scheduled %v", p.overrides, p.catchUp != nil)
+	}
+
+	// Another change of web while the first is pending: a second rule, in front of the first.
+	w.set(svcPort(web, "10.96.0.1", 80), ready("10.244.0.7:8080"), ready("10.244.0.9:8080"))
+	mustApply(t, p, w.state(false))
+	if p.overrides != 3 {
+		t.Errorf("overrides %d, want 3", p.overrides)
+	}
+	if rules := fake.Dump(); !strings.Contains(rules, "0 : 10.244.0.7 . 8080") {
+		t.Errorf("the newest override is missing:\n%s", rules)
+	}
+
+	rec.txs = nil
+	p.catchUpMaps()
+	if got, want := canonical(fake.Dump()), full(); got != want {
+		t.Errorf("after the catch-up the table differs from a full sync:\n%s\nwant:\n%s", got, want)
+	}
+	if p.overrides != 0 || len(rec.txs) != 1 || !strings.Contains(rec.txs[0], "flush chain ip kplane service-overrides") {
+		t.Errorf("catch-up: overrides %d, transactions %q", p.overrides, rec.txs)
+	}
+
+	// One more endpoint: service-ips must point at another chain, so the maps change at once.
+	w.set(svcPort(web, "10.96.0.1", 80), ready("10.244.0.7:8080"), ready("10.244.0.9:8080"), ready("10.244.0.10:8080"))
+	rec.txs = nil
+	mustApply(t, p, w.state(false))
+	if tx := strings.Join(rec.txs, "\n"); strings.Contains(tx, "service-overrides") || p.overrides != 0 {
+		t.Errorf("a change of the endpoint count went through service-overrides:\n%s", tx)
+	}
+	if got, want := canonical(fake.Dump()), full(); got != want {
+		t.Errorf("table differs from a full sync:\n%s\nwant:\n%s", got, want)
 	}
 }
 

@@ -16,7 +16,10 @@ const TableName = "kplane"
 // where reject is allowed.
 const (
 	// nat: dispatch to per-service chains.
-	servicesChain       = "services"
+	servicesChain = "services"
+	// overridesChain holds rules shadowing service-ips for service ports whose endpoints
+	// changed in a partial sync, until the maps catch up (see Proxier.overrideChanges).
+	overridesChain      = "service-overrides"
 	serviceIPsMap       = "service-ips"       // ip . proto . port : goto svc-/local-/ext- chain
 	serviceNodePortsMap = "service-nodeports" // proto . port : goto ext- chain
 	nodePortIPsSet      = "nodeport-ips"      // only when Options.NodePortAddresses is set
@@ -117,10 +120,12 @@ func newLayout(masqMark string, masqueradeAll bool, clusterCIDR netip.Prefix, no
 		services = append(services, fmt.Sprintf("ip daddr @%s ip saddr != %s %s", clusterIPsSet, clusterCIDR, masq))
 	}
 	services = append(services,
+		"jump "+overridesChain,
 		"ip daddr . meta l4proto . th dport vmap @"+serviceIPsMap,
 		nodePortMatch+" meta l4proto . th dport vmap @"+serviceNodePortsMap,
 	)
 	l.chains = []chain{
+		{overridesChain, nil},
 		{servicesChain, services},
 		{masqueradingChain, []string{
 			fmt.Sprintf("mark and %s != 0 mark set mark xor %s masquerade fully-random", masqMark, masqMark),

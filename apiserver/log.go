@@ -136,7 +136,11 @@ func logParams(q url.Values, name string) (url.Values, error) {
 			errs = append(errs, field.Invalid(field.NewPath(p), v, "must be true or false"))
 		}
 	}
-	for p, least := range map[string]int64{"tailLines": 0, "limitBytes": 1, "sinceSeconds": 1} {
+	for _, bound := range []struct {
+		p     string
+		least int64
+	}{{"limitBytes", 1}, {"sinceSeconds", 1}, {"tailLines", 0}} { // a fixed order, for stable errors
+		p, least := bound.p, bound.least
 		v := q.Get(p)
 		if v == "" {
 			continue

@@ -40,8 +40,8 @@
 //     process exits 0 is not restarted under OnFailure (the kubelet restarts it).
 //   - env: resourceFieldRef (fails the container start today), service link variables
 //     (enableServiceLinks), fileKeyRef.
-//   - sidecars (init containers with restartPolicy Always: today run as plain init containers,
-//     so one that never exits holds the pod in Pending), ephemeral containers.
+//   - sidecars (init containers with restartPolicy Always: such a container stays Waiting
+//     with CreateContainerConfigError saying so, and the pod Pending), ephemeral containers.
 //   - `kubectl logs --timestamps` and --since/--since-time: the log file keeps no time per line,
 //     so these are accepted and ignored. The node's HTTP endpoint is plain and unauthenticated.
 //   - events: Created/Pulled; the involved object has no fieldPath

@@ -261,6 +261,10 @@ func (w *podWorker) start(pod *corev1.Pod, i int) {
 	if err == nil {
 		err = cmd.Start()
 		logf.Close() // the child has its own copy
+		if err != nil {
+			// Nothing ran: give back the last run's log, so --previous still shows it.
+			_ = os.Rename(filepath.Join(c.dir, PreviousLogFile), filepath.Join(c.dir, LogFile))
+		}
 	}
 	if err != nil {
 		w.log().Error("starting container", "container", c.spec.Name, "err", err)
@@ -292,6 +296,10 @@ func (w *podWorker) start(pod *corev1.Pod, i int) {
 // POD_IP/POD_NAME/POD_NAMESPACE, the agent's PATH), the container's directory as working
 // directory (spec.workingDir inside it), output to LogFile.
 func (w *podWorker) command(pod *corev1.Pod, c *container) (*exec.Cmd, *os.File, error) {
+	if c.init && c.spec.RestartPolicy != nil && *c.spec.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+		// A sidecar would never complete and hold the pod in Pending without a word; say so.
+		return nil, nil, &configError{errors.New("sidecar containers (an init container with restartPolicy Always) are not supported by the kplane node agent")}
+	}
 	env, argv, err := w.containerEnv(pod, c)
 	if err != nil {
 		return nil, nil, err

@@ -166,7 +166,11 @@ func TestInitContainers(t *testing.T) {
 	failed := shPod(ns, "failed", "node-init", "sleep 100", corev1.RestartPolicyNever)
 	failed.Spec.InitContainers = []corev1.Container{initC("fail", "exit 2")}
 
-	for _, p := range []*corev1.Pod{ok, stuck, failed} {
+	sidecar := shPod(ns, "sidecar", "node-init", "sleep 100", corev1.RestartPolicyAlways)
+	sidecar.Spec.InitContainers = []corev1.Container{initC("proxy", "sleep 100")}
+	sidecar.Spec.InitContainers[0].RestartPolicy = new(corev1.ContainerRestartPolicyAlways)
+
+	for _, p := range []*corev1.Pod{ok, stuck, failed, sidecar} {
 		if _, err := pods.Create(ctx, p); err != nil {
 			t.Fatal(err)
 		}
@@ -208,6 +212,17 @@ func TestInitContainers(t *testing.T) {
 		w := p.Status.ContainerStatuses[0].State.Waiting
 		return p.Status.Phase == corev1.PodPending && podCondition(p, corev1.PodInitialized) == corev1.ConditionFalse &&
 			w != nil && w.Reason == "PodInitializing", detail
+	})
+
+	// Sidecars are not supported: said in the status, not left Pending without a word.
+	eventually(t, "sidecar refused", func() (bool, string) {
+		p, detail := getPod(ctx, t, c, ns, "sidecar")
+		if p == nil || len(p.Status.InitContainerStatuses) != 1 {
+			return false, detail
+		}
+		w := p.Status.InitContainerStatuses[0].State.Waiting
+		return p.Status.Phase == corev1.PodPending && w != nil && w.Reason == "CreateContainerConfigError" &&
+			strings.Contains(w.Message, "sidecar"), detail
 	})
 
 	eventually(t, "failed pod Failed", func() (bool, string) {

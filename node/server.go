@@ -10,8 +10,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,19 +39,15 @@ func (a *Agent) listen() (net.Listener, error) {
 func (a *Agent) Port() int { return int(a.port.Load()) }
 
 // serve answers the agent's HTTP endpoints on ln until ctx is cancelled; it returns once
-// every handler has finished (requests' contexts derive from ctx, so followed logs end too).
+// every handler has finished (requests' contexts derive from ctx, so followed logs end too,
+// and Shutdown waits for them).
 func (a *Agent) serve(ctx context.Context, ln net.Listener) {
-	var handlers sync.WaitGroup
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", a.serveLogs)
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}", a.serveLogs)
 	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			handlers.Add(1)
-			defer handlers.Done()
-			mux.ServeHTTP(w, r)
-		}),
+		Handler:           mux,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ReadHeaderTimeout: 10 * time.Second,
 	}
@@ -63,9 +59,12 @@ func (a *Agent) serve(ctx context.Context, ln net.Listener) {
 		}
 	}()
 	<-ctx.Done()
-	_ = srv.Close()
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil {
+		_ = srv.Close()
+	}
 	<-done
-	handlers.Wait()
 }
 
 // logRequest is a parsed /containerLogs request.
@@ -192,7 +191,7 @@ func (a *Agent) runOver(f *os.File, path, ns, name, ctr string, worker *podWorke
 	if w != worker {
 		return true
 	}
-	for _, cs := range pod.Status.ContainerStatuses {
+	for _, cs := range slices.Concat(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses) {
 		if cs.Name == ctr {
 			return cs.State.Terminated != nil
 		}

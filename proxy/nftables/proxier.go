@@ -109,7 +109,8 @@ type Proxier struct {
 	// they stand in for are not yet in the maps, and catchUp is scheduled to write them.
 	overrides int
 	catchUp   *time.Timer
-	// ctx is the last Apply's, for catchUp.
+	// ctx is the last Apply's, for catchUp: the runner's, which lives as long as the proxy.
+	// Once it has ended the catch-up is skipped; the override rules still route correctly.
 	ctx context.Context
 }
 

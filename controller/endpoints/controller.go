@@ -30,15 +30,6 @@ var Entry = controller.Entry{
 	},
 }
 
-// Retry pacing: per service 5 ms doubling up to 1000 s, and for all services together at most
-// 10 retries a second after a burst of 100, whichever waits longer.
-const (
-	retryBase  = 5 * time.Millisecond
-	retryMax   = 1000 * time.Second
-	retryQPS   = 10
-	retryBurst = 100
-)
-
 // Controller keeps the Endpoints of every service with a selector in step with its pods.
 // The work queue holds service keys ("ns/name"); pod, service and Endpoints events only ever
 // queue keys, and sync does all the work.
@@ -76,10 +67,9 @@ func New(ctx *controller.Context) (*Controller, error) {
 	if ctx.Recorder != nil {
 		recorder = ctx.Recorder.For(ControllerName)
 	}
-	limiter := workqueue.NewMaxOfRateLimiter[string](
-		workqueue.NewItemExponentialFailureRateLimiter[string](retryBase, retryMax),
-		workqueue.NewBucketRateLimiter[string](retryQPS, retryBurst),
-	)
+	// Retries as Kubernetes' controllers pace them: per key 5 ms doubling up to 1000 s, and at
+	// most 10 a second after a burst of 100 overall, whichever waits longer.
+	limiter := workqueue.DefaultControllerRateLimiter[string]()
 	c := &Controller{
 		client:      ctx.Client,
 		recorder:    recorder,

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"time"
 
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
@@ -38,15 +37,6 @@ var Entry = controller.Entry{
 	},
 }
 
-// Retry pacing per namespace: 5 ms doubling up to 1000 s, and at most 10 retries a second
-// after a burst of 100 for all namespaces together.
-const (
-	retryBase  = 5 * time.Millisecond
-	retryMax   = 1000 * time.Second
-	retryQPS   = 10
-	retryBurst = 100
-)
-
 // Controller queues namespace names; sync makes sure the namespace has its accounts.
 type Controller struct {
 	client   *client.Client
@@ -63,10 +53,9 @@ func New(ctx *controller.Context) (*Controller, error) {
 	if ctx == nil || ctx.Client == nil || ctx.Informers == nil {
 		return nil, errors.New("serviceaccount controller: the context needs a client and informers")
 	}
-	limiter := workqueue.NewMaxOfRateLimiter[string](
-		workqueue.NewItemExponentialFailureRateLimiter[string](retryBase, retryMax),
-		workqueue.NewBucketRateLimiter[string](retryQPS, retryBurst),
-	)
+	// Retries as Kubernetes' controllers pace them: per key 5 ms doubling up to 1000 s, and at
+	// most 10 a second after a burst of 100 overall, whichever waits longer.
+	limiter := workqueue.DefaultControllerRateLimiter[string]()
 	c := &Controller{
 		client:   ctx.Client,
 		metrics:  ctx.Syncs,

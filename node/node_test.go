@@ -22,15 +22,7 @@ import (
 var srv *testserver.Server
 
 func TestMain(m *testing.M) {
-	var err error
-	srv, err = testserver.Start(nil)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = srv.Stop()
-	os.Exit(code)
+	testserver.Main(m, func(s *testserver.Server, _ *client.Client) { srv = s })
 }
 
 func newClient(t *testing.T) *client.Client {

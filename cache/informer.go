@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/kplane/kplane/client"
 )
 
 // Handler receives an informer's notifications. Any field may be nil.
@@ -68,6 +70,7 @@ func NewInformer[T Object](name string, lw ListerWatcher[T], opts ...InformerOpt
 	}
 	i.fifo = NewDeltaFIFO[T](i.indexer)
 	i.reflector = NewReflector(name, lw, i.fifo)
+	i.reflector.SharedParts = &client.SharedParts{}
 	i.reflector.Transform = func(obj T) T {
 		obj.SetManagedFields(nil)
 		return obj

@@ -45,12 +45,24 @@ type Reflector[T Object] struct {
 	// Transform, if set, is applied to every object as it arrives, before it is queued: dropping
 	// fields there keeps them from ever piling up in memory.
 	Transform func(T) T
+	// SharedParts, if set, makes watches decode objects with the parts that are alike from
+	// object to object shared between them (see client.SharedParts), so the sink must never
+	// change what it receives. Informers set it: their caches are read-only by contract.
+	SharedParts *client.SharedParts
 	// useWatchList is cleared when the server refuses streaming initial lists.
 	useWatchList bool
 	// lastRV is the newest resourceVersion seen; "" means a consistent relist is needed. Only
 	// Run's goroutine writes it; LastSyncResourceVersion reads it from anywhere.
 	lastRV atomic.Value
 	name   string
+}
+
+// watchContext is ctx carrying the shared parts, if any, for a watch.
+func (r *Reflector[T]) watchContext(ctx context.Context) context.Context {
+	if r.SharedParts == nil {
+		return ctx
+	}
+	return client.WithSharedParts(ctx, r.SharedParts)
 }
 
 // NewReflector makes a reflector from lw into sink; name labels its log lines.
@@ -122,7 +134,7 @@ func (r *Reflector[T]) listAndWatch(ctx context.Context) error {
 	for {
 		if w == nil {
 			var err error
-			w, err = r.lw.Watch(ctx, metav1.ListOptions{
+			w, err = r.lw.Watch(r.watchContext(ctx), metav1.ListOptions{
 				ResourceVersion: r.LastSyncResourceVersion(), AllowWatchBookmarks: true, LabelSelector: r.LabelSelector, FieldSelector: r.FieldSelector,
 				TimeoutSeconds: ptr(int64(300 + rand.IntN(300))),
 			})
@@ -246,7 +258,7 @@ func (r *Reflector[T]) watchList(ctx context.Context) (*client.Watch[T], error) 
 	if rv == "0" {
 		rv = ""
 	}
-	w, err := r.lw.Watch(ctx, metav1.ListOptions{
+	w, err := r.lw.Watch(r.watchContext(ctx), metav1.ListOptions{
 		SendInitialEvents: &send, AllowWatchBookmarks: true, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
 		ResourceVersion: rv, LabelSelector: r.LabelSelector, FieldSelector: r.FieldSelector,
 		TimeoutSeconds: ptr(int64(300 + rand.IntN(300))),

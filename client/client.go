@@ -262,7 +262,15 @@ func (c *Client) Healthz(ctx context.Context) error {
 }
 
 func decode(contentType string, data []byte, into runtime.Object) error {
-	mt, _, _ := mime.ParseMediaType(contentType)
+	mt := contentType
+	if mt != mimeProtobuf && mt != mimeJSON {
+		mt, _, _ = mime.ParseMediaType(contentType)
+	}
+	if mt == mimeProtobuf {
+		if done, err := decodeProtobuf(data, into, nil, nil); done {
+			return err
+		}
+	}
 	dec := runtime.Decoder(jsonSerializer)
 	if mt == mimeProtobuf {
 		dec = protobufSerializer

@@ -10,9 +10,11 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"reflect"
 	"runtime"
 	"sync"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -68,20 +70,23 @@ func (r *Typed[T]) Watch(ctx context.Context, opts metav1.ListOptions) (*Watch[T
 	} else {
 		mt = mimeJSON
 	}
-	return &Watch[T]{Events: r.decodeInParallel(ctx, stop, read, mt), stop: stop}, nil
+	var zero T
+	share := sharedPartsFrom(ctx).sharerFor(reflect.TypeOf(zero).Elem())
+	return &Watch[T]{Events: r.decodeInParallel(ctx, stop, read, mt, share), stop: stop}, nil
 }
 
 // rawEvent is a watch event whose object is still encoded.
 type rawEvent struct {
 	Type   watch.EventType `json:"type"`
 	Object json.RawMessage `json:"object"`
+	frame  *[]byte         // the pooled buffer Object points into, if any
 }
 
 // decodeInParallel turns the stream's raw events into typed events, in order. Decoding objects
 // is most of a watch's cost (a long initial list is tens of thousands of them), so it is spread
 // over every CPU: one goroutine reads and splits the stream, workers decode, and the events
 // come out in the order they arrived. Every goroutine ends when the stream does.
-func (r *Typed[T]) decodeInParallel(ctx context.Context, stop func(), read func() (rawEvent, error), contentType string) <-chan Event[T] {
+func (r *Typed[T]) decodeInParallel(ctx context.Context, stop func(), read func() (rawEvent, error), contentType string, share *sharer) <-chan Event[T] {
 	type result struct {
 		ev  Event[T]
 		err error
@@ -124,8 +129,12 @@ func (r *Typed[T]) decodeInParallel(ctx context.Context, stop func(), read func(
 	}()
 	for range runtime.GOMAXPROCS(0) {
 		go func() {
+			var sc scratch
 			for j := range jobs {
-				ev, err := r.event(j.raw.Type, j.raw.Object, contentType)
+				ev, err := r.event(j.raw.Type, j.raw.Object, contentType, share, &sc)
+				if j.raw.frame != nil {
+					framePool.Put(j.raw.frame) // decoding copied what it kept
+				}
 				j.out <- result{ev, err}
 			}
 		}()
@@ -167,10 +176,11 @@ func jsonFrames(body io.Reader) func() (rawEvent, error) {
 }
 
 // protobufFrames splits a protobuf watch stream (4-byte big-endian length, then a WatchEvent
-// without the protobuf envelope) into events.
+// without the protobuf envelope) into events. Each event's object points into its frame, a
+// buffer from framePool that the decoder hands back once the object is decoded: a long stream
+// then copies no object's bytes and allocates no buffer per event.
 func protobufFrames(body io.Reader) func() (rawEvent, error) {
 	var size [4]byte
-	var frame []byte // reused: decoding the WatchEvent copies the object out of it
 	return func() (rawEvent, error) {
 		if _, err := io.ReadFull(body, size[:]); err != nil {
 			return rawEvent{}, err
@@ -179,22 +189,63 @@ func protobufFrames(body io.Reader) func() (rawEvent, error) {
 		if n > 64<<20 {
 			return rawEvent{}, fmt.Errorf("client: watch frame of %d bytes", n)
 		}
-		if cap(frame) < int(n) {
-			frame = make([]byte, n)
+		frame := framePool.Get().(*[]byte)
+		if cap(*frame) < int(n) {
+			*frame = make([]byte, n)
 		}
-		frame = frame[:n]
-		if _, err := io.ReadFull(body, frame); err != nil {
+		*frame = (*frame)[:n]
+		if _, err := io.ReadFull(body, *frame); err != nil {
+			framePool.Put(frame)
 			return rawEvent{}, err
 		}
-		var we metav1.WatchEvent
-		if _, _, err := rawProtobufSerializer.Decode(frame, nil, &we); err != nil {
+		ev, err := parseWatchEvent(*frame)
+		if err != nil {
+			framePool.Put(frame)
 			return rawEvent{}, err
 		}
-		return rawEvent{Type: watch.EventType(we.Type), Object: we.Object.Raw}, nil
+		ev.frame = frame
+		return ev, nil
 	}
 }
 
-func (r *Typed[T]) event(typ watch.EventType, data []byte, contentType string) (Event[T], error) {
+// eventType returns the constant for a known type, so that events do not each allocate it.
+func eventType(v []byte) watch.EventType {
+	for _, t := range [...]watch.EventType{watch.Added, watch.Modified, watch.Deleted, watch.Bookmark, watch.Error} {
+		if string(v) == string(t) {
+			return t
+		}
+	}
+	return watch.EventType(v)
+}
+
+var framePool = sync.Pool{New: func() any { return new([]byte) }}
+
+// parseWatchEvent reads a WatchEvent (type = 1; object = 2, a RawExtension whose raw = 1).
+func parseWatchEvent(frame []byte) (rawEvent, error) {
+	var ev rawEvent
+	err := fields(frame, func(num protowire.Number, v []byte) error {
+		switch num {
+		case 1:
+			ev.Type = eventType(v)
+		case 2:
+			return fields(v, func(num protowire.Number, v []byte) error {
+				if num == 1 {
+					ev.Object = v
+				}
+				return nil
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		return rawEvent{}, fmt.Errorf("client: watch event: %w", err)
+	}
+	return ev, nil
+}
+
+// event decodes one watch event, sharing parts with share if it is not nil; sc is the caller's
+// reusable space for that.
+func (r *Typed[T]) event(typ watch.EventType, data []byte, contentType string, share *sharer, sc *scratch) (Event[T], error) {
 	if typ == watch.Error {
 		status := &metav1.Status{}
 		if err := decode(contentType, data, status); err != nil {
@@ -211,6 +262,11 @@ func (r *Typed[T]) event(typ watch.EventType, data []byte, contentType string) (
 		return Event[T]{}, fmt.Errorf("%s event without an object", typ)
 	}
 	obj := r.newObject()
+	if share != nil && contentType == mimeProtobuf {
+		if done, err := decodeProtobuf(data, obj, share, sc); done {
+			return Event[T]{Type: typ, Object: obj}, err
+		}
+	}
 	if err := decode(contentType, data, obj); err != nil {
 		return Event[T]{}, err
 	}

@@ -73,7 +73,7 @@ func TestDecodeInParallelKeepsOrder(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			var got []Event[*corev1.Pod]
-			for ev := range r.decodeInParallel(ctx, cancel, read, ct) {
+			for ev := range r.decodeInParallel(ctx, cancel, read, ct, nil) {
 				got = append(got, ev)
 			}
 			if len(got) != 2002 {

@@ -1,0 +1,317 @@
+package client
+
+import (
+	"context"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// SharedParts, passed to Watch in its context (WithSharedParts), makes the watch decode objects
+// for keeping unchanged, as an informer's cache does: parts that are the same from object to
+// object are decoded once and shared (see sharer). Objects decoded so must not be modified, not
+// even through their slices, maps and pointers. One SharedParts serves one object type and may
+// serve many watches one after another; a watch of another type ignores it.
+type SharedParts struct {
+	once sync.Once
+	typ  reflect.Type
+	s    *sharer
+}
+
+type sharedPartsKey struct{}
+
+// WithSharedParts returns ctx carrying sp for the watches started with it.
+func WithSharedParts(ctx context.Context, sp *SharedParts) context.Context {
+	return context.WithValue(ctx, sharedPartsKey{}, sp)
+}
+
+func sharedPartsFrom(ctx context.Context) *SharedParts {
+	sp, _ := ctx.Value(sharedPartsKey{}).(*SharedParts)
+	return sp
+}
+
+// sharerFor returns the sharer for objects of type typ (the struct), nil if there is none.
+func (sp *SharedParts) sharerFor(typ reflect.Type) *sharer {
+	if sp == nil {
+		return nil
+	}
+	sp.once.Do(func() { sp.typ, sp.s = typ, newSharer(typ) })
+	if sp.typ != typ {
+		return nil
+	}
+	return sp.s
+}
+
+// Objects kept in a cache are mostly alike: the pods of one Deployment have the same containers,
+// labels, tolerations and security context, byte for byte. A sharer decodes each such part once
+// and gives every later object with the same encoding of it the same value, which roughly halves
+// what a cache of such pods holds, and skips decoding those parts again.
+//
+// The parts shared are the slice, map and pointer fields directly inside an object's metadata
+// and spec (a Pod's spec.containers, metadata.labels, spec.securityContext, ...), recognized by
+// their encoded bytes. Objects decoded this way must not be changed, not even their shared parts'
+// contents — the rule for objects in an informer's cache anyway; a DeepCopy is independent.
+
+// maxShared bounds each part's table: when it fills, it starts over. Objects decoded earlier keep
+// their values; only sharing with them stops, so the tables cannot grow without bound when every
+// object is different.
+const maxShared = 4096
+
+// sharer decodes the objects of one type with their parts shared; it is safe for concurrent use.
+type sharer struct {
+	plan *sharePlan
+	mu   sync.Mutex
+	seen []map[string]reflect.Value // per shareable field (sharePlan.fields), encoding → value
+}
+
+// sharePlan says where the shareable fields of a type are, found once from its protobuf tags.
+type sharePlan struct {
+	parts  []sharedPart
+	fields []sharedField
+}
+
+// sharedPart is a struct field of the object (metadata, spec) whose own fields are shared.
+type sharedPart struct {
+	num   protowire.Number
+	index int
+	// fields maps a field number inside the part to its entry in sharePlan.fields (-1: not shared).
+	fields []int
+}
+
+type sharedField struct {
+	part, index int // the part's index in sharePlan.parts, the field's struct index in the part
+}
+
+var plans sync.Map // reflect.Type of the object struct → *sharePlan
+
+func newSharer(objType reflect.Type) *sharer {
+	p, ok := plans.Load(objType)
+	if !ok {
+		p, _ = plans.LoadOrStore(objType, planFor(objType))
+	}
+	plan := p.(*sharePlan)
+	s := &sharer{plan: plan, seen: make([]map[string]reflect.Value, len(plan.fields))}
+	for i := range s.seen {
+		s.seen[i] = map[string]reflect.Value{}
+	}
+	return s
+}
+
+// planFor finds the shareable fields of objType (a struct such as corev1.Pod).
+func planFor(objType reflect.Type) *sharePlan {
+	plan := &sharePlan{}
+	for i := range objType.NumField() {
+		f := objType.Field(i)
+		num := tagNumber(f)
+		if num == 0 || f.Type.Kind() != reflect.Struct || (f.Name != "ObjectMeta" && f.Name != "Spec") {
+			continue
+		}
+		part := sharedPart{num: num, index: i}
+		for j := range f.Type.NumField() {
+			inner := f.Type.Field(j)
+			n := tagNumber(inner)
+			switch inner.Type.Kind() {
+			case reflect.Slice, reflect.Map, reflect.Pointer:
+			default:
+				continue
+			}
+			if n == 0 || inner.Name == "ManagedFields" {
+				continue // dropped by informers anyway, and unlike from object to object
+			}
+			for len(part.fields) <= int(n) {
+				part.fields = append(part.fields, -1)
+			}
+			part.fields[n] = len(plan.fields)
+			plan.fields = append(plan.fields, sharedField{part: len(plan.parts), index: j})
+		}
+		plan.parts = append(plan.parts, part)
+	}
+	return plan
+}
+
+// tagNumber is a struct field's protobuf field number, 0 if it has none.
+func tagNumber(f reflect.StructField) protowire.Number {
+	tag := strings.Split(f.Tag.Get("protobuf"), ",")
+	if len(tag) < 2 {
+		return 0
+	}
+	n, err := strconv.Atoi(tag[1])
+	if err != nil {
+		return 0
+	}
+	return protowire.Number(n)
+}
+
+// span is where one shareable field's occurrences lie within an object's encoding.
+type span struct {
+	field      int // index into sharePlan.fields
+	start, end int // offsets into the object's encoding
+	hit        reflect.Value
+}
+
+// scratch is a decoding goroutine's reusable space.
+type scratch struct {
+	buf   []byte
+	spans []span
+}
+
+// unmarshal decodes raw (an object's own encoding) into msg, a new object whose struct value is
+// obj, taking the parts seen before from the tables and skipping their bytes.
+func (s *sharer) unmarshal(raw []byte, msg message, obj reflect.Value, sc *scratch) error {
+	spans, ok := s.find(raw, sc.spans[:0])
+	sc.spans = spans
+	if !ok || len(spans) == 0 {
+		return msg.Unmarshal(raw)
+	}
+	s.mu.Lock()
+	hits := 0
+	for i := range spans {
+		if v, ok := s.seen[spans[i].field][string(raw[spans[i].start:spans[i].end])]; ok {
+			spans[i].hit = v
+			hits++
+		}
+	}
+	s.mu.Unlock()
+	data := raw
+	if hits > 0 {
+		sc.buf = s.without(raw, spans, sc.buf[:0])
+		data = sc.buf
+	}
+	if err := msg.Unmarshal(data); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sp := range spans {
+		f := s.plan.fields[sp.field]
+		v := obj.Field(s.plan.parts[f.part].index).Field(f.index)
+		if sp.hit.IsValid() {
+			v.Set(sp.hit)
+			continue
+		}
+		seen := s.seen[sp.field]
+		if len(seen) >= maxShared {
+			clear(seen)
+		}
+		seen[string(raw[sp.start:sp.end])] = reflect.ValueOf(v.Interface()) // a copy: not tied to this object
+	}
+	return nil
+}
+
+// find locates each shareable field in raw. A field is shareable in this object only if its
+// occurrences (the elements of a list, the entries of a map) are next to each other, as every
+// Kubernetes encoder writes them; ok is false if raw is not a well-formed message.
+func (s *sharer) find(raw []byte, spans []span) ([]span, bool) {
+	for off := 0; off < len(raw); {
+		num, typ, n := protowire.ConsumeTag(raw[off:])
+		if n < 0 {
+			return nil, false
+		}
+		m := protowire.ConsumeFieldValue(num, typ, raw[off+n:])
+		if m < 0 {
+			return nil, false
+		}
+		if typ == protowire.BytesType {
+			for pi := range s.plan.parts {
+				if s.plan.parts[pi].num == num {
+					_, l := protowire.ConsumeVarint(raw[off+n:])
+					var good bool
+					if spans, good = s.findIn(raw, off+n+l, off+n+m, pi, spans); !good {
+						return nil, false
+					}
+				}
+			}
+		}
+		off += n + m
+	}
+	return spans, true
+}
+
+// findIn adds the spans of part pi's shareable fields found in raw[start:end].
+func (s *sharer) findIn(raw []byte, start, end, pi int, spans []span) ([]span, bool) {
+	fields := s.plan.parts[pi].fields
+	first := len(spans)
+	last := -1 // index in spans of the field whose run the previous occurrence belongs to
+	for off := start; off < end; {
+		num, typ, n := protowire.ConsumeTag(raw[off:end])
+		if n < 0 {
+			return nil, false
+		}
+		m := protowire.ConsumeFieldValue(num, typ, raw[off+n:end])
+		if m < 0 {
+			return nil, false
+		}
+		f := -1
+		if int(num) < len(fields) {
+			f = fields[num]
+		}
+		switch {
+		case f < 0:
+			last = -1
+		case last >= 0 && spans[last].field == f:
+			spans[last].end = off + n + m
+		default:
+			for i := first; i < len(spans); i++ {
+				if spans[i].field == f {
+					// A second run of the same field: not contiguous, so not shared here.
+					spans[i].end = -1
+					f = -1
+				}
+			}
+			if f >= 0 {
+				spans = append(spans, span{field: f, start: off, end: off + n + m})
+				last = len(spans) - 1
+			} else {
+				last = -1
+			}
+		}
+		off += n + m
+	}
+	// Drop the runs disowned above.
+	kept := spans[:first]
+	for _, sp := range spans[first:] {
+		if sp.end >= 0 {
+			kept = append(kept, sp)
+		}
+	}
+	return kept, true
+}
+
+// without re-encodes raw leaving out the spans that hit, fixing the length of each part they lie
+// in; the result is built in buf. The spans are in encoding order.
+func (s *sharer) without(raw []byte, spans []span, buf []byte) []byte {
+	next := 0 // the first span not yet passed
+	for off := 0; off < len(raw); {
+		num, typ, n := protowire.ConsumeTag(raw[off:])
+		m := protowire.ConsumeFieldValue(num, typ, raw[off+n:])
+		end := off + n + m
+		first := next
+		size := 0
+		for ; next < len(spans) && spans[next].end <= end; next++ {
+			if spans[next].hit.IsValid() {
+				size += spans[next].end - spans[next].start
+			}
+		}
+		if size == 0 {
+			buf = append(buf, raw[off:end]...)
+			off = end
+			continue
+		}
+		_, l := protowire.ConsumeVarint(raw[off+n:])
+		from := off + n + l
+		buf = append(buf, raw[off:off+n]...)
+		buf = protowire.AppendVarint(buf, uint64(end-from-size))
+		for _, sp := range spans[first:next] {
+			if sp.hit.IsValid() {
+				buf = append(buf, raw[from:sp.start]...)
+				from = sp.end
+			}
+		}
+		buf = append(buf, raw[from:end]...)
+		off = end
+	}
+	return buf
+}

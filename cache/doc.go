@@ -6,4 +6,9 @@
 // The behaviour of DeltaFIFO and Indexer matches client-go's tools/cache (DeltaFIFO with
 // EmitDeltaTypeReplaced and an indexer as known objects; NewIndexer with MetaNamespaceKeyFunc);
 // differential tests in this package run both on the same operation sequences.
+//
+// Objects an informer hands out (to handlers, from its Lister and Indexer) must not be modified,
+// as with client-go, and here more strictly: objects alike share parts (two pods of one
+// Deployment hold the same Spec.Containers and Labels, see client.SharedParts), so a change to
+// one object's slice or map changes the others. DeepCopy before changing anything.
 package cache

@@ -81,7 +81,8 @@ func NewInformer[T Object](name string, lw ListerWatcher[T], opts ...InformerOpt
 	return i
 }
 
-// Indexer is the informer's store; its objects are shared and must not be modified.
+// Indexer is the informer's store; its objects are shared, with each other too (see the package
+// documentation), and must not be modified.
 func (i *Informer[T]) Indexer() *Indexer[T] { return i.indexer }
 
 // Lister reads the informer's store.

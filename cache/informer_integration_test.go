@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+
 	"github.com/kplane/kplane/apiserver"
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
@@ -236,6 +238,26 @@ func TestInformerSyncs10kPodsAndFollowsChanges(t *testing.T) {
 	}
 	if p, err := inf.Lister().Namespace(ns).Get("p-1"); err != nil || p.Labels["gen"] != "1" || p.ManagedFields != nil {
 		t.Fatalf("lister get: %v %v", p, err)
+	}
+	// Pods of one template share their parts in the store, and each still equals the server's.
+	var cached []*corev1.Pod
+	for _, name := range []string{"p-1", "p-3", "p-4"} {
+		p, err := inf.Lister().Namespace(ns).Get(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		server, err := pods.Get(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		server.ManagedFields = nil
+		if !apiequality.Semantic.DeepEqual(p, server) {
+			t.Fatalf("cached %s differs from the server's:\n%v\n%v", name, p, server)
+		}
+		cached = append(cached, p)
+	}
+	if &cached[0].Spec.Containers[0] != &cached[1].Spec.Containers[0] || &cached[1].Spec.Containers[0] != &cached[2].Spec.Containers[0] {
+		t.Error("pods of one template do not share their containers")
 	}
 	reg.Remove()
 }

@@ -3,9 +3,11 @@ package controller
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/workqueue"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -58,11 +60,39 @@ type Workers struct {
 	Count   int
 	Sync    func(ctx context.Context, key string) error
 	Metrics *SyncMetrics
+	// Synced are the informers' HasSynced: no worker starts before they all report true.
+	Synced []func() bool
+	// Handlers are the controller's event handlers: the workers also wait for each to have
+	// seen its informer's initial list, and Run removes them when it returns.
+	Handlers []cache.Registration
+	// Ready, if set, runs once everything has synced, before the first worker starts.
+	Ready func()
+	// Log are extra attributes for the start line.
+	Log []any
 }
 
-// Run runs the workers until ctx is cancelled, then shuts the queue down and waits for the
-// syncs in progress to return.
+// Run waits for the caches and handlers to sync, runs the workers until ctx is cancelled, then
+// shuts the queue down, waits for the syncs in progress to return and removes the handlers.
+// Cancelled before the caches synced, it returns at once.
 func (w Workers) Run(ctx context.Context) {
+	defer func() {
+		for _, h := range w.Handlers {
+			h.Remove()
+		}
+	}()
+	slog.Info("starting controller", append([]any{"controller", w.Name, "workers", w.Count}, w.Log...)...)
+	defer slog.Info("controller stopped", "controller", w.Name)
+	synced := slices.Clone(w.Synced)
+	for _, h := range w.Handlers {
+		synced = append(synced, h.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx, synced...) {
+		w.Queue.ShutDown()
+		return
+	}
+	if w.Ready != nil {
+		w.Ready()
+	}
 	var wg sync.WaitGroup
 	for range max(w.Count, 1) {
 		wg.Add(1)

@@ -138,25 +138,11 @@ func (s *Scheduler) retryWaiting() {
 // Run waits for the caches and schedules with workers goroutines until ctx is cancelled. It
 // returns once every goroutine it started has ended.
 func (s *Scheduler) Run(ctx context.Context, workers int) {
-	defer func() {
-		for _, h := range s.handlers {
-			h.Remove()
-		}
-	}()
-	slog.Info("starting scheduler", "workers", workers)
-	defer slog.Info("scheduler stopped")
 	var recorder sync.WaitGroup
 	defer recorder.Wait()
 	recorder.Go(func() { s.events.Run(ctx) })
-	synced := []func() bool{s.pods.HasSynced, s.nodes.HasSynced}
-	for _, h := range s.handlers {
-		synced = append(synced, h.HasSynced)
-	}
-	if !cache.WaitForCacheSync(ctx, synced...) {
-		s.queue.ShutDown()
-		return
-	}
-	controller.Workers{Name: Name, Queue: s.queue, Count: workers, Sync: s.sync}.Run(ctx)
+	controller.Workers{Name: Name, Queue: s.queue, Count: workers, Sync: s.sync,
+		Synced: []func() bool{s.pods.HasSynced, s.nodes.HasSynced}, Handlers: s.handlers}.Run(ctx)
 }
 
 // podsOn counts the pods on each node: those the cache shows bound and not terminated, plus

@@ -16,7 +16,6 @@ package deployment
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/kplane/kplane/cache"
@@ -96,22 +95,8 @@ func (c *Controller) enqueue(d *appsv1.Deployment) { c.queue.Add(cache.MetaNames
 
 // Run waits for the caches and syncs with workers goroutines until ctx is cancelled.
 func (c *Controller) Run(ctx context.Context, workers int) error {
-	defer func() {
-		for _, h := range c.handlers {
-			h.Remove()
-		}
-	}()
-	slog.Info("starting controller", "controller", Name, "workers", workers)
-	defer slog.Info("controller stopped", "controller", Name)
-	synced := []func() bool{c.deployments.HasSynced, c.rss.HasSynced}
-	for _, h := range c.handlers {
-		synced = append(synced, h.HasSynced)
-	}
-	if !cache.WaitForCacheSync(ctx, synced...) {
-		c.queue.ShutDown()
-		return nil
-	}
-	controller.Workers{Name: Name, Queue: c.queue, Count: workers, Sync: c.sync, Metrics: c.metrics}.Run(ctx)
+	controller.Workers{Name: Name, Queue: c.queue, Count: workers, Sync: c.sync, Metrics: c.metrics,
+		Synced: []func() bool{c.deployments.HasSynced, c.rss.HasSynced}, Handlers: c.handlers}.Run(ctx)
 	return nil
 }
 

@@ -3,7 +3,6 @@ package endpoints
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"time"
 
 	"github.com/kplane/kplane/cache"
@@ -134,24 +133,9 @@ func (c *Controller) onPodEvent(old, cur *corev1.Pod) {
 // service was deleted while no controller ran get deleted too, and syncs with workers
 // goroutines until ctx is cancelled. It returns nil once every goroutine it started has ended.
 func (c *Controller) Run(ctx context.Context, workers int) error {
-	defer func() {
-		for _, h := range c.handlers {
-			h.Remove()
-		}
-	}()
-	slog.Info("starting endpoints controller", "workers", workers)
-	defer slog.Info("endpoints controller stopped")
-
-	synced := []func() bool{c.pods.HasSynced, c.services.HasSynced, c.endpoints.HasSynced}
-	for _, h := range c.handlers {
-		synced = append(synced, h.HasSynced)
-	}
-	if !cache.WaitForCacheSync(ctx, synced...) {
-		c.queue.ShutDown()
-		return nil
-	}
-	c.queueLeftovers()
-	controller.Workers{Name: Name, Queue: c.queue, Count: workers, Sync: c.sync, Metrics: c.metrics}.Run(ctx)
+	controller.Workers{Name: Name, Queue: c.queue, Count: workers, Sync: c.sync, Metrics: c.metrics,
+		Synced: []func() bool{c.pods.HasSynced, c.services.HasSynced, c.endpoints.HasSynced}, Handlers: c.handlers,
+		Ready: c.queueLeftovers}.Run(ctx)
 	return nil
 }
 

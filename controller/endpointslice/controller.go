@@ -3,7 +3,6 @@ package endpointslice
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/kplane/kplane/cache"
@@ -153,17 +152,7 @@ func (c *Controller) Name() string { return Entry.Name }
 // cancelled. When it returns, its goroutines have ended and its event handlers are removed.
 // Run must be called once.
 func (c *Controller) Run(ctx context.Context, workers int) error {
-	defer func() {
-		for _, h := range c.handlers {
-			h.Remove()
-		}
-	}()
-	slog.Info("starting endpointslice controller", "workers", workers, "maxEndpointsPerSlice", c.maxEndpointsPerSlice)
-	defer slog.Info("endpointslice controller stopped")
-	if !cache.WaitForCacheSync(ctx, c.synced...) {
-		c.queue.ShutDown()
-		return nil // cancelled before the caches synced
-	}
-	controller.Workers{Name: Entry.Name, Queue: c.queue, Count: workers, Sync: c.sync, Metrics: c.syncs}.Run(ctx)
+	controller.Workers{Name: Entry.Name, Queue: c.queue, Count: workers, Sync: c.sync, Metrics: c.syncs,
+		Synced: c.synced, Handlers: c.handlers, Log: []any{"maxEndpointsPerSlice", c.maxEndpointsPerSlice}}.Run(ctx)
 	return nil
 }

@@ -79,22 +79,12 @@ func (c *Controller) Name() string { return Name }
 // Run waits until every watched kind is in the graph, then syncs with workers goroutines until
 // ctx is cancelled.
 func (c *Controller) Run(ctx context.Context, workers int) error {
-	defer func() {
-		for _, h := range c.handlers {
-			h.Remove()
-		}
-	}()
-	slog.Info("starting garbage collector", "workers", workers, "kinds", len(c.kinds))
-	defer slog.Info("garbage collector stopped")
 	var synced []func() bool
 	for _, k := range c.kinds {
 		synced = append(synced, k.synced)
 	}
-	if !cache.WaitForCacheSync(ctx, synced...) {
-		c.queue.ShutDown()
-		return nil
-	}
-	controller.Workers{Name: Name, Queue: c.queue, Count: workers, Sync: c.sync, Metrics: c.metrics}.Run(ctx)
+	controller.Workers{Name: Name, Queue: c.queue, Count: workers, Sync: c.sync, Metrics: c.metrics,
+		Synced: synced, Handlers: c.handlers, Log: []any{"kinds", len(c.kinds)}}.Run(ctx)
 	return nil
 }
 

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
@@ -105,22 +104,8 @@ func (c *Controller) Name() string { return Name }
 
 // Run waits for the cache and syncs with workers goroutines until ctx is cancelled.
 func (c *Controller) Run(ctx context.Context, workers int) error {
-	defer func() {
-		for _, h := range c.handlers {
-			h.Remove()
-		}
-	}()
-	slog.Info("starting namespace controller", "workers", workers)
-	defer slog.Info("namespace controller stopped")
-	synced := []func() bool{c.nss.HasSynced}
-	for _, h := range c.handlers {
-		synced = append(synced, h.HasSynced)
-	}
-	if !cache.WaitForCacheSync(ctx, synced...) {
-		c.queue.ShutDown()
-		return nil
-	}
-	controller.Workers{Name: Name, Queue: c.queue, Count: workers, Sync: c.sync, Metrics: c.metrics}.Run(ctx)
+	controller.Workers{Name: Name, Queue: c.queue, Count: workers, Sync: c.sync, Metrics: c.metrics,
+		Synced: []func() bool{c.nss.HasSynced}, Handlers: c.handlers}.Run(ctx)
 	return nil
 }
 

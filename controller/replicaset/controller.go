@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/kplane/kplane/cache"
@@ -90,22 +89,8 @@ func (c *Controller[T]) enqueue(o T) { c.queue.Add(cache.MetaNamespaceKey(o)) }
 
 // Run waits for the caches and syncs with workers goroutines until ctx is cancelled.
 func (c *Controller[T]) Run(ctx context.Context, workers int) error {
-	defer func() {
-		for _, h := range c.handlers {
-			h.Remove()
-		}
-	}()
-	slog.Info("starting controller", "controller", c.kind.Name, "workers", workers)
-	defer slog.Info("controller stopped", "controller", c.kind.Name)
-	synced := []func() bool{c.owners.HasSynced, c.pods.HasSynced}
-	for _, h := range c.handlers {
-		synced = append(synced, h.HasSynced)
-	}
-	if !cache.WaitForCacheSync(ctx, synced...) {
-		c.queue.ShutDown()
-		return nil
-	}
-	controller.Workers{Name: c.kind.Name, Queue: c.queue, Count: workers, Sync: c.sync, Metrics: c.metrics}.Run(ctx)
+	controller.Workers{Name: c.kind.Name, Queue: c.queue, Count: workers, Sync: c.sync, Metrics: c.metrics,
+		Synced: []func() bool{c.owners.HasSynced, c.pods.HasSynced}, Handlers: c.handlers}.Run(ctx)
 	return nil
 }
 

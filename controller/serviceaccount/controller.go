@@ -6,7 +6,6 @@ package serviceaccount
 import (
 	"context"
 	"errors"
-	"log/slog"
 
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
@@ -83,22 +82,8 @@ func (c *Controller) Name() string { return Name }
 
 // Run waits for the caches and syncs with workers goroutines until ctx is cancelled.
 func (c *Controller) Run(ctx context.Context, workers int) error {
-	defer func() {
-		for _, h := range c.handlers {
-			h.Remove()
-		}
-	}()
-	slog.Info("starting serviceaccount controller", "workers", workers)
-	defer slog.Info("serviceaccount controller stopped")
-	synced := []func() bool{c.accounts.HasSynced, c.nss.HasSynced}
-	for _, h := range c.handlers {
-		synced = append(synced, h.HasSynced)
-	}
-	if !cache.WaitForCacheSync(ctx, synced...) {
-		c.queue.ShutDown()
-		return nil
-	}
-	controller.Workers{Name: Name, Queue: c.queue, Count: workers, Sync: c.sync, Metrics: c.metrics}.Run(ctx)
+	controller.Workers{Name: Name, Queue: c.queue, Count: workers, Sync: c.sync, Metrics: c.metrics,
+		Synced: []func() bool{c.accounts.HasSynced, c.nss.HasSynced}, Handlers: c.handlers}.Run(ctx)
 	return nil
 }
 

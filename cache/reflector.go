@@ -45,7 +45,7 @@ type Reflector[T Object] struct {
 	// Transform, if set, is applied to every object as it arrives, before it is queued: dropping
 	// fields there keeps them from ever piling up in memory.
 	Transform func(T) T
-	// SharedParts, if set, makes watches decode objects with the parts that are alike from
+	// SharedParts, if set, makes lists and watches decode objects with the parts that are alike from
 	// object to object shared between them (see client.SharedParts), so the sink must never
 	// change what it receives. Informers set it: their caches are read-only by contract.
 	SharedParts *client.SharedParts
@@ -57,8 +57,8 @@ type Reflector[T Object] struct {
 	name   string
 }
 
-// watchContext is ctx carrying the shared parts, if any, for a watch.
-func (r *Reflector[T]) watchContext(ctx context.Context) context.Context {
+// sharingContext is ctx carrying the shared parts, if any, for a list or watch.
+func (r *Reflector[T]) sharingContext(ctx context.Context) context.Context {
 	if r.SharedParts == nil {
 		return ctx
 	}
@@ -134,7 +134,7 @@ func (r *Reflector[T]) listAndWatch(ctx context.Context) error {
 	for {
 		if w == nil {
 			var err error
-			w, err = r.lw.Watch(r.watchContext(ctx), metav1.ListOptions{
+			w, err = r.lw.Watch(r.sharingContext(ctx), metav1.ListOptions{
 				ResourceVersion: r.LastSyncResourceVersion(), AllowWatchBookmarks: true, LabelSelector: r.LabelSelector, FieldSelector: r.FieldSelector,
 				TimeoutSeconds: ptr(int64(300 + rand.IntN(300))),
 			})
@@ -223,7 +223,7 @@ func (r *Reflector[T]) list(ctx context.Context) error {
 	}
 	var items []T
 	for {
-		page, err := r.lw.List(ctx, opts)
+		page, err := r.lw.List(r.sharingContext(ctx), opts)
 		if client.IsExpired(err) && (opts.ResourceVersion != "" || opts.Continue != "") {
 			// Too old even to list at, or the continue token expired while paging: start over
 			// from the current state (once: a consistent first page cannot expire).
@@ -258,7 +258,7 @@ func (r *Reflector[T]) watchList(ctx context.Context) (*client.Watch[T], error) 
 	if rv == "0" {
 		rv = ""
 	}
-	w, err := r.lw.Watch(r.watchContext(ctx), metav1.ListOptions{
+	w, err := r.lw.Watch(r.sharingContext(ctx), metav1.ListOptions{
 		SendInitialEvents: &send, AllowWatchBookmarks: true, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
 		ResourceVersion: rv, LabelSelector: r.LabelSelector, FieldSelector: r.FieldSelector,
 		TimeoutSeconds: ptr(int64(300 + rand.IntN(300))),

@@ -224,6 +224,15 @@ func isConnectionError(err error) bool {
 
 // call sends req and decodes a successful response into into (if not nil).
 func (c *Client) call(ctx context.Context, req *request, into runtime.Object) error {
+	contentType, data, err := c.callRaw(ctx, req)
+	if err != nil || into == nil {
+		return err
+	}
+	return decode(contentType, data, into)
+}
+
+// callRaw sends req and returns a successful response's content type and body.
+func (c *Client) callRaw(ctx context.Context, req *request) (contentType string, data []byte, err error) {
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
@@ -231,20 +240,17 @@ func (c *Client) call(ctx context.Context, req *request, into runtime.Object) er
 	}
 	resp, err := c.do(ctx, req)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
+	data, err = io.ReadAll(resp.Body)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return errorFromResponse(resp, data)
+		return "", nil, errorFromResponse(resp, data)
 	}
-	if into == nil {
-		return nil
-	}
-	return decode(resp.Header.Get("Content-Type"), data, into)
+	return resp.Header.Get("Content-Type"), data, nil
 }
 
 // Healthz asks the server's /healthz endpoint once; nil means it answered "ok".

@@ -7,9 +7,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/kplane/kplane/apiserver"
 	"github.com/kplane/kplane/client"
@@ -159,6 +162,61 @@ func TestListSelectorsAndPaging(t *testing.T) {
 	everywhere, err := client.Resource[*corev1.Pod](c, "pods").List(ctx, metav1.ListOptions{LabelSelector: "even"})
 	if err != nil || len(everywhere.Items) < 7 {
 		t.Fatalf("all namespaces: %v", err)
+	}
+}
+
+// TestSharedPartsOverTheWire: a list and a watch with SharedParts in their context give the
+// same objects as without, with the parts alike between pods shared; paging still works.
+func TestSharedPartsOverTheWire(t *testing.T) {
+	c := newClient(t)
+	ns := testNamespace(t, c)
+	pods := client.Resource[*corev1.Pod](c, "pods").Namespace(ns)
+	for i := range 5 {
+		if _, err := pods.Create(context.Background(), pod(fmt.Sprint("p", i), map[string]string{"app": "x"})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := client.WithSharedParts(context.Background(), &client.SharedParts{})
+	plain, err := pods.List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := pods.ListAll(ctx, metav1.ListOptions{}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(shared.Items) != 5 || shared.ResourceVersion != plain.ResourceVersion {
+		t.Fatalf("shared list: %d items at %s, want 5 at %s", len(shared.Items), shared.ResourceVersion, plain.ResourceVersion)
+	}
+	for i := range plain.Items {
+		if !apiequality.Semantic.DeepEqual(plain.Items[i], shared.Items[i]) {
+			t.Fatalf("item %d differs:\n%v\n%v", i, plain.Items[i], shared.Items[i])
+		}
+	}
+	first, last := shared.Items[0], shared.Items[4] // from different pages
+	if &first.Spec.Containers[0] != &last.Spec.Containers[0] || reflect.ValueOf(first.Labels).UnsafePointer() != reflect.ValueOf(last.Labels).UnsafePointer() {
+		t.Error("listed pods do not share their containers and labels")
+	}
+
+	send := true
+	w, err := pods.Watch(ctx, metav1.ListOptions{SendInitialEvents: &send, AllowWatchBookmarks: true, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	for i := range plain.Items {
+		ev := <-w.Events
+		if ev.Type != watch.Added || ev.Object.Kind != "Pod" {
+			t.Fatalf("watch event %d: %s %v", i, ev.Type, ev.Object)
+		}
+		got := ev.Object.DeepCopy()
+		got.TypeMeta = metav1.TypeMeta{} // set on watched objects, not on list items
+		if !apiequality.Semantic.DeepEqual(got, plain.Items[i]) {
+			t.Fatalf("watch event %d differs:\n%v\n%v", i, got, plain.Items[i])
+		}
+		if &ev.Object.Spec.Containers[0] != &first.Spec.Containers[0] {
+			t.Errorf("watched pod %s does not share the listed pods' containers", ev.Object.Name)
+		}
 	}
 }
 

@@ -109,7 +109,17 @@ func (r *Typed[T]) List(ctx context.Context, opts metav1.ListOptions) (*List[T],
 	if err != nil {
 		return nil, fmt.Errorf("client: no list type for %s: %w", r.gvk.Kind, err)
 	}
-	if err := r.c.call(ctx, &request{method: http.MethodGet, path: r.path(""), query: q}, raw); err != nil {
+	contentType, data, err := r.c.callRaw(ctx, &request{method: http.MethodGet, path: r.path(""), query: q})
+	if err != nil {
+		return nil, err
+	}
+	var zero T
+	if share := sharedPartsFrom(ctx).sharerFor(reflect.TypeOf(zero).Elem()); share != nil && contentType == mimeProtobuf {
+		if list, done, err := decodeSharedList[T](data, raw, share); done {
+			return list, err
+		}
+	}
+	if err := decode(contentType, data, raw); err != nil {
 		return nil, err
 	}
 	items, err := meta.ExtractList(raw)

@@ -1,20 +1,25 @@
 package client
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/kplane/kplane/scheme"
 	"google.golang.org/protobuf/encoding/protowire"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// SharedParts, passed to Watch in its context (WithSharedParts), makes the watch decode objects
+// SharedParts, passed to List or Watch in its context (WithSharedParts), makes them decode objects
 // for keeping unchanged, as an informer's cache does: parts that are the same from object to
 // object are decoded once and shared (see sharer). Objects decoded so must not be modified, not
 // even through their slices, maps and pointers. One SharedParts serves one object type and may
-// serve many watches one after another; a watch of another type ignores it.
+// serve many lists and watches; those of another type ignore it.
 type SharedParts struct {
 	once sync.Once
 	typ  reflect.Type
@@ -314,4 +319,57 @@ func (s *sharer) without(raw []byte, spans []span, buf []byte) []byte {
 		off = end
 	}
 	return buf
+}
+
+// decodeSharedList decodes a protobuf list (ListMeta = 1, items = 2 in every Kubernetes list
+// type; list is a new one of the right kind) item by item with share, so that its items share
+// parts and are each their own allocation rather than one array that any single item keeps
+// alive. It reports false for anything it does not handle, which the caller then decodes whole.
+func decodeSharedList[T Object](data []byte, list runtime.Object, share *sharer) (*List[T], bool, error) {
+	if !bytes.HasPrefix(data, protobufMagic) || !isProtobufList(reflect.TypeOf(list).Elem()) {
+		return nil, false, nil
+	}
+	e, err := parseEnvelope(data[len(protobufMagic):])
+	if err != nil || e.encoded {
+		return nil, false, nil
+	}
+	gvks, _, err := scheme.Scheme.ObjectKinds(list)
+	if err != nil || string(e.kind) != gvks[0].Kind || !isAPIVersion(e.apiVersion, gvks[0].Group, gvks[0].Version) {
+		return nil, false, nil
+	}
+	out := &List[T]{}
+	var meta metav1.ListMeta
+	var sc scratch
+	err = fields(e.raw, func(num protowire.Number, v []byte) error {
+		switch num {
+		case 1:
+			return meta.Unmarshal(v)
+		case 2:
+			var zero T
+			obj := reflect.New(reflect.TypeOf(zero).Elem())
+			item := obj.Interface().(T)
+			msg, ok := any(item).(message)
+			if !ok {
+				return fmt.Errorf("%T has no protobuf decoding", item)
+			}
+			if err := share.unmarshal(v, msg, obj.Elem(), &sc); err != nil {
+				return err
+			}
+			out.Items = append(out.Items, item)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, true, fmt.Errorf("client: decode %s: %w", gvks[0].Kind, err)
+	}
+	out.ResourceVersion, out.Continue = meta.ResourceVersion, meta.Continue
+	return out, true, nil
+}
+
+// isProtobufList reports whether a list type has the usual layout: ListMeta as field 1 and
+// Items as field 2.
+func isProtobufList(t reflect.Type) bool {
+	meta, ok := t.FieldByName("ListMeta")
+	items, ok2 := t.FieldByName("Items")
+	return ok && ok2 && tagNumber(meta) == 1 && tagNumber(items) == 2
 }

@@ -56,6 +56,8 @@ func parseEnvelope(data []byte) (envelope, error) {
 }
 
 // fields calls f with each length-delimited field of a protobuf message, skipping the others.
+// The fields the callers read (of Unknown, TypeMeta, WatchEvent, RawExtension, lists) are all
+// length-delimited and numbered 1 to 4, so another wire type there makes the message malformed.
 func fields(data []byte, f func(protowire.Number, []byte) error) error {
 	for len(data) > 0 {
 		num, typ, n := protowire.ConsumeTag(data)
@@ -64,6 +66,9 @@ func fields(data []byte, f func(protowire.Number, []byte) error) error {
 		}
 		data = data[n:]
 		if typ != protowire.BytesType {
+			if num <= 4 {
+				return errMalformed
+			}
 			n = protowire.ConsumeFieldValue(num, typ, data)
 			if n < 0 {
 				return errMalformed
@@ -83,10 +88,10 @@ func fields(data []byte, f func(protowire.Number, []byte) error) error {
 	return nil
 }
 
-// decodeProtobuf decodes an object of into's own kind straight from the envelope's bytes: no
-// copy of the object's encoding is made, and the type meta is set from the scheme's strings
-// rather than allocated per object, which matters for watch streams of tens of thousands of
-// objects. It reports false, having changed nothing, for anything else (another kind, a
+// decodeProtobuf decodes an object of into's own kind straight from the envelope's bytes (not
+// from a copy of them, as runtime.Unknown would make), and the type meta is set from the
+// scheme's strings rather than allocated per object, which matters for watch streams of tens of
+// thousands of objects. It reports false, having changed nothing, for anything else (another kind, a
 // content encoding, a type without protobuf methods), which the general decoder then handles.
 //
 // With a sharer, parts seen before are shared (see sharer): into must then be a new object, and

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"hash/maphash"
 	"reflect"
 	"strconv"
 	"strings"
@@ -60,16 +61,46 @@ func (sp *SharedParts) sharerFor(typ reflect.Type) *sharer {
 // their encoded bytes. Objects decoded this way must not be changed, not even their shared parts'
 // contents — the rule for objects in an informer's cache anyway; a DeepCopy is independent.
 
-// maxShared bounds each part's table: when it fills, it starts over. Objects decoded earlier keep
-// their values; only sharing with them stops, so the tables cannot grow without bound when every
-// object is different.
-const maxShared = 4096
+// A value is kept in its field's table only once its encoding has been seen twice (the first
+// time, only a hash of it is noted), so that parts unlike in every object (a per-pod volume name,
+// say) cost no more than a hash. Each table is bounded: when it holds maxShared values or
+// maxSharedBytes of encodings, it starts over. Objects decoded earlier keep their values; only
+// sharing with them stops.
+const (
+	maxShared      = 4096
+	maxSharedBytes = 1 << 20
+)
 
 // sharer decodes the objects of one type with their parts shared; it is safe for concurrent use.
 type sharer struct {
-	plan *sharePlan
-	mu   sync.Mutex
-	seen []map[string]reflect.Value // per shareable field (sharePlan.fields), encoding → value
+	plan   *sharePlan
+	seed   maphash.Seed
+	mu     sync.Mutex
+	tables []table // per shareable field (sharePlan.fields)
+}
+
+type table struct {
+	values map[string]reflect.Value // encoding → value
+	bytes  int                      // of the encodings in values
+	once   map[uint64]struct{}      // hashes of encodings seen once
+}
+
+// note records a value decoded from encoding, whose hash is hash.
+func (t *table) note(encoding []byte, hash uint64, v reflect.Value) {
+	if _, ok := t.once[hash]; !ok {
+		if len(t.once) >= 4*maxShared {
+			clear(t.once)
+		}
+		t.once[hash] = struct{}{}
+		return
+	}
+	delete(t.once, hash)
+	if len(t.values) >= maxShared || t.bytes+len(encoding) > maxSharedBytes {
+		clear(t.values)
+		t.bytes = 0
+	}
+	t.values[string(encoding)] = v
+	t.bytes += len(encoding)
 }
 
 // sharePlan says where the shareable fields of a type are, found once from its protobuf tags.
@@ -98,9 +129,9 @@ func newSharer(objType reflect.Type) *sharer {
 		p, _ = plans.LoadOrStore(objType, planFor(objType))
 	}
 	plan := p.(*sharePlan)
-	s := &sharer{plan: plan, seen: make([]map[string]reflect.Value, len(plan.fields))}
-	for i := range s.seen {
-		s.seen[i] = map[string]reflect.Value{}
+	s := &sharer{plan: plan, seed: maphash.MakeSeed(), tables: make([]table, len(plan.fields))}
+	for i := range s.tables {
+		s.tables[i] = table{values: map[string]reflect.Value{}, once: map[uint64]struct{}{}}
 	}
 	return s
 }
@@ -155,6 +186,8 @@ type span struct {
 	field      int // index into sharePlan.fields
 	start, end int // offsets into the object's encoding
 	hit        reflect.Value
+	missed     bool   // decoded here: hit is then the decoded value, to note in the table
+	hash       uint64 // of the encoding, if missed
 }
 
 // scratch is a decoding goroutine's reusable space.
@@ -174,7 +207,7 @@ func (s *sharer) unmarshal(raw []byte, msg message, obj reflect.Value, sc *scrat
 	s.mu.Lock()
 	hits := 0
 	for i := range spans {
-		if v, ok := s.seen[spans[i].field][string(raw[spans[i].start:spans[i].end])]; ok {
+		if v, ok := s.tables[spans[i].field].values[string(raw[spans[i].start:spans[i].end])]; ok {
 			spans[i].hit = v
 			hits++
 		}
@@ -188,28 +221,36 @@ func (s *sharer) unmarshal(raw []byte, msg message, obj reflect.Value, sc *scrat
 	if err := msg.Unmarshal(data); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, sp := range spans {
+	for i, sp := range spans {
 		f := s.plan.fields[sp.field]
 		v := obj.Field(s.plan.parts[f.part].index).Field(f.index)
 		if sp.hit.IsValid() {
 			v.Set(sp.hit)
 			continue
 		}
-		seen := s.seen[sp.field]
-		if len(seen) >= maxShared {
-			clear(seen)
+		spans[i].hit = reflect.ValueOf(v.Interface()) // a copy: not tied to this object
+		spans[i].missed = true
+		spans[i].hash = maphash.Bytes(s.seed, raw[sp.start:sp.end])
+	}
+	if hits == len(spans) {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sp := range spans {
+		if sp.missed {
+			s.tables[sp.field].note(raw[sp.start:sp.end], sp.hash, sp.hit)
 		}
-		seen[string(raw[sp.start:sp.end])] = reflect.ValueOf(v.Interface()) // a copy: not tied to this object
 	}
 	return nil
 }
 
 // find locates each shareable field in raw. A field is shareable in this object only if its
-// occurrences (the elements of a list, the entries of a map) are next to each other, as every
-// Kubernetes encoder writes them; ok is false if raw is not a well-formed message.
+// occurrences (the elements of a list, the entries of a map) are next to each other and its part
+// occurs once, as every Kubernetes encoder writes them; ok is false otherwise, or if raw is not a
+// well-formed message: then nothing is shared.
 func (s *sharer) find(raw []byte, spans []span) ([]span, bool) {
+	var partsSeen uint64 // bit i: part i seen
 	for off := 0; off < len(raw); {
 		num, typ, n := protowire.ConsumeTag(raw[off:])
 		if n < 0 {
@@ -222,6 +263,13 @@ func (s *sharer) find(raw []byte, spans []span) ([]span, bool) {
 		if typ == protowire.BytesType {
 			for pi := range s.plan.parts {
 				if s.plan.parts[pi].num == num {
+					if partsSeen&(1<<pi) != 0 {
+						// A part written twice is merged by decoding (lists appended): a span
+						// of either would not stand for the decoded value. Legal, but no
+						// Kubernetes encoder does it, so such an object is decoded plainly.
+						return nil, false
+					}
+					partsSeen |= 1 << pi
 					_, l := protowire.ConsumeVarint(raw[off+n:])
 					var good bool
 					if spans, good = s.findIn(raw, off+n+l, off+n+m, pi, spans); !good {

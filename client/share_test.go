@@ -4,15 +4,21 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"reflect"
+	"strings"
+	"sync"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 )
 
 // templatePod is a pod as a Deployment makes them: variant picks one of a few templates.
@@ -49,7 +55,8 @@ func encodePod(t *testing.T, p *corev1.Pod) []byte {
 	return buf.Bytes()
 }
 
-// decodeBoth decodes data with s and plainly, and fails unless both give the same pod.
+// decodeBoth decodes data with s, plainly, and with apimachinery's serializer, and fails unless
+// all three give the same pod.
 func decodeBoth(t *testing.T, s *sharer, data []byte) *corev1.Pod {
 	t.Helper()
 	shared, plain := &corev1.Pod{}, &corev1.Pod{}
@@ -60,8 +67,12 @@ func decodeBoth(t *testing.T, s *sharer, data []byte) *corev1.Pod {
 	if done, err := decodeProtobuf(data, plain, nil, nil); !done || err != nil {
 		t.Fatalf("plain decode: done %v, %v", done, err)
 	}
-	if !reflect.DeepEqual(shared, plain) {
-		t.Fatalf("shared decode differs:\n%+v\n%+v", shared, plain)
+	reference := &corev1.Pod{}
+	if _, _, err := protobufSerializer.Decode(data, nil, reference); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(shared, plain) || !reflect.DeepEqual(plain, reference) {
+		t.Fatalf("decodes differ:\nshared    %+v\nplain     %+v\nreference %+v", shared, plain, reference)
 	}
 	return shared
 }
@@ -72,15 +83,20 @@ func sameMap(a, b map[string]string) bool {
 	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
-// TestSharedParts: pods alike decode to pods sharing their alike parts and equal to what a plain
-// decode gives; parts that differ are not shared.
+// TestSharedParts: pods alike decode to pods sharing their alike parts (from the second pod
+// with a part on: the first only has its encoding noted) and equal to what a plain decode gives;
+// parts that differ are not shared.
 func TestSharedParts(t *testing.T) {
 	s := newSharer(reflect.TypeFor[corev1.Pod]())
+	a0 := decodeBoth(t, s, encodePod(t, templatePod("a0", 0)))
 	a1 := decodeBoth(t, s, encodePod(t, templatePod("a1", 0)))
 	a2 := decodeBoth(t, s, encodePod(t, templatePod("a2", 0)))
 	b := decodeBoth(t, s, encodePod(t, templatePod("b", 2))) // other image, same labels
 	c := decodeBoth(t, s, encodePod(t, templatePod("c", 1))) // other image and labels
 
+	if sameSlice(a0.Spec.Containers, a1.Spec.Containers) {
+		t.Error("a part seen once is already kept")
+	}
 	if !sameSlice(a1.Spec.Containers, a2.Spec.Containers) || !sameSlice(a1.Spec.Tolerations, a2.Spec.Tolerations) ||
 		a1.Spec.SecurityContext != a2.Spec.SecurityContext || a1.Spec.TerminationGracePeriodSeconds != a2.Spec.TerminationGracePeriodSeconds ||
 		!sameMap(a1.Labels, a2.Labels) {
@@ -101,10 +117,12 @@ func TestSharedParts(t *testing.T) {
 }
 
 // TestSharedPartsRandom: pods drawn at random from a few templates with random changes decode
-// exactly as they do without sharing, in any order.
+// exactly as they do without sharing, in any order, and most share their containers.
 func TestSharedPartsRandom(t *testing.T) {
 	s := newSharer(reflect.TypeFor[corev1.Pod]())
 	rnd := rand.New(rand.NewPCG(1, 2))
+	seen := map[*corev1.Container]bool{}
+	shared := 0
 	for i := range 500 {
 		p := templatePod(fmt.Sprint("p", i), rnd.IntN(5))
 		switch rnd.IntN(6) {
@@ -118,7 +136,14 @@ func TestSharedPartsRandom(t *testing.T) {
 		case 3:
 			p.Annotations = map[string]string{"a": fmt.Sprint(rnd.IntN(2))}
 		}
-		decodeBoth(t, s, encodePod(t, p))
+		got := decodeBoth(t, s, encodePod(t, p))
+		if seen[&got.Spec.Containers[0]] {
+			shared++
+		}
+		seen[&got.Spec.Containers[0]] = true
+	}
+	if shared < 300 {
+		t.Errorf("only %d of 500 pods share their containers with an earlier one", shared)
 	}
 }
 
@@ -150,14 +175,10 @@ func TestSharedPartsSplitField(t *testing.T) {
 	raw = protowire.AppendBytes(raw, meta)
 	raw = protowire.AppendTag(raw, 2, protowire.BytesType)
 	raw = protowire.AppendBytes(raw, spec)
-	unk := runtime.Unknown{TypeMeta: runtime.TypeMeta{APIVersion: "v1", Kind: "Pod"}, Raw: raw}
-	env, err := unk.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := append(append([]byte{}, protobufMagic...), env...)
+	data := wrap(t, raw)
 
 	s := newSharer(reflect.TypeFor[corev1.Pod]())
+	decodeBoth(t, s, data) // noted
 	x := decodeBoth(t, s, data)
 	y := decodeBoth(t, s, data)
 	if len(x.Spec.Containers) != 2 || x.Spec.Containers[1].Name != "sidecar" || x.Spec.RestartPolicy != corev1.RestartPolicyAlways {
@@ -171,21 +192,154 @@ func TestSharedPartsSplitField(t *testing.T) {
 	}
 }
 
-// TestSharedPartsBounded: every object different does not grow the tables without bound.
+// TestSharedPartsBounded: every object different does not grow the tables without bound, and
+// decoding stays right as they start over.
 func TestSharedPartsBounded(t *testing.T) {
 	s := newSharer(reflect.TypeFor[corev1.Pod]())
-	var sc scratch
-	for i := range maxShared + 100 {
+	for i := range 2*maxShared + 100 {
 		p := templatePod("p", 0)
-		p.Labels["i"] = fmt.Sprint(i)
+		p.Labels["i"] = fmt.Sprint(i / 2) // each label set twice in a row: kept the second time
+		if i%500 == 0 {
+			decodeBoth(t, s, encodePod(t, p))
+			continue
+		}
+		var sc scratch
 		if done, err := decodeProtobuf(encodePod(t, p), &corev1.Pod{}, s, &sc); !done || err != nil {
 			t.Fatal(done, err)
 		}
 	}
-	for i, seen := range s.seen {
-		if len(seen) > maxShared {
-			t.Errorf("table %d holds %d values", i, len(seen))
+	for i, table := range s.tables {
+		if len(table.values) > maxShared || table.bytes > maxSharedBytes || len(table.once) > 4*maxShared {
+			t.Errorf("table %d holds %d values (%d bytes), %d hashes", i, len(table.values), table.bytes, len(table.once))
 		}
+	}
+}
+
+// TestSharedPartsPartTwice: an object whose spec is written twice (decoding merges the two, so
+// the containers of both add up) is decoded plainly and leaves the tables alone: later pods with
+// one of its halves decode as themselves.
+func TestSharedPartsPartTwice(t *testing.T) {
+	p := templatePod("twice", 0)
+	halves := [2]corev1.PodSpec{{Containers: p.Spec.Containers[:1]}, {Containers: p.Spec.Containers[1:]}}
+	meta, err := p.ObjectMeta.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), meta)
+	for _, h := range halves {
+		b, err := h.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw = protowire.AppendBytes(protowire.AppendTag(raw, 2, protowire.BytesType), b)
+	}
+	s := newSharer(reflect.TypeFor[corev1.Pod]())
+	for range 3 {
+		if got := decodeBoth(t, s, wrap(t, raw)); len(got.Spec.Containers) != 2 {
+			t.Fatalf("%d containers, want both halves'", len(got.Spec.Containers))
+		}
+	}
+	for range 3 {
+		one := templatePod("one", 0)
+		one.Spec = halves[0]
+		if got := decodeBoth(t, s, encodePod(t, one)); len(got.Spec.Containers) != 1 {
+			t.Fatalf("%d containers, want 1", len(got.Spec.Containers))
+		}
+	}
+}
+
+// wrap wraps a Pod's own encoding as the protobuf serializer does.
+func wrap(t *testing.T, raw []byte) []byte {
+	t.Helper()
+	unk := runtime.Unknown{TypeMeta: runtime.TypeMeta{APIVersion: "v1", Kind: "Pod"}, Raw: raw}
+	env, err := unk.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(append([]byte{}, protobufMagic...), env...)
+}
+
+// TestSharedPartsConcurrently: one sharer used by several goroutines at once (run with -race).
+func TestSharedPartsConcurrently(t *testing.T) {
+	s := newSharer(reflect.TypeFor[corev1.Pod]())
+	var encoded [][]byte
+	for i := range 50 {
+		encoded = append(encoded, encodePod(t, templatePod(fmt.Sprint("p", i), i%4)))
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for _, data := range encoded {
+				decodeBoth(t, s, data)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestSharedWatchStream: a protobuf watch stream decoded in parallel with a sharer gives every
+// pod as sent, checked after the whole stream so that a frame buffer reused too early would show.
+func TestSharedWatchStream(t *testing.T) {
+	var events []watch.Event
+	for i := range 3000 {
+		events = append(events, watch.Event{Type: watch.Added, Object: templatePod(fmt.Sprint("p", i), i%3)})
+	}
+	r := &Typed[*corev1.Pod]{gvk: corev1.SchemeGroupVersion.WithKind("Pod"), resource: "pods"}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	read := protobufFrames(io.NopCloser(bytes.NewReader(stream(t, true, events, ""))))
+	var got []*corev1.Pod
+	for ev := range r.decodeInParallel(ctx, cancel, read, mimeProtobuf, newSharer(reflect.TypeFor[corev1.Pod]())) {
+		got = append(got, ev.Object)
+	}
+	if len(got) != len(events) {
+		t.Fatalf("%d pods, want %d", len(got), len(events))
+	}
+	for i, p := range got {
+		if !apiequality.Semantic.DeepEqual(p, events[i].Object) {
+			t.Fatalf("pod %d:\n%v\nwant\n%v", i, p, events[i].Object)
+		}
+	}
+	if !sameSlice(got[3].Spec.Containers, got[6].Spec.Containers) {
+		t.Error("pods of one template in a stream do not share their containers")
+	}
+}
+
+// TestDecodeProtobufEnvelopes: what the fast path does not handle goes to the general decoder,
+// which answers as before.
+func TestDecodeProtobufEnvelopes(t *testing.T) {
+	svc := &corev1.Service{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}, ObjectMeta: metav1.ObjectMeta{Name: "s"}}
+	var buf bytes.Buffer
+	if err := protobufSerializer.Encode(svc, &buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := decode(mimeProtobuf, buf.Bytes(), &corev1.Pod{}); err == nil || !strings.Contains(err.Error(), "Service") {
+		t.Errorf("a Service decoded into a Pod: %v", err)
+	}
+	pod := encodePod(t, templatePod("p", 0))
+	if err := decode(mimeProtobuf, pod[:len(pod)/2], &corev1.Pod{}); err == nil {
+		t.Error("a truncated pod decoded")
+	}
+	// raw (field 2 of the envelope) as a varint instead of bytes.
+	bad := append(append([]byte{}, protobufMagic...), protowire.AppendVarint(protowire.AppendTag(nil, 2, protowire.VarintType), 7)...)
+	if done, _ := decodeProtobuf(bad, &corev1.Pod{}, nil, nil); done {
+		t.Error("an envelope with a varint raw field was taken by the fast path")
+	}
+	// A content encoding is left to the general decoder.
+	unk := runtime.Unknown{TypeMeta: runtime.TypeMeta{APIVersion: "v1", Kind: "Pod"}, Raw: []byte{}, ContentEncoding: "gzip"}
+	env, _ := unk.Marshal()
+	if done, _ := decodeProtobuf(append(append([]byte{}, protobufMagic...), env...), &corev1.Pod{}, nil, nil); done {
+		t.Error("an encoded envelope was taken by the fast path")
+	}
+	// A grouped type.
+	dep := &appsv1.Deployment{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"}, ObjectMeta: metav1.ObjectMeta{Name: "d"}}
+	buf.Reset()
+	if err := protobufSerializer.Encode(dep, &buf); err != nil {
+		t.Fatal(err)
+	}
+	got := &appsv1.Deployment{}
+	if done, err := decodeProtobuf(buf.Bytes(), got, nil, nil); !done || err != nil || got.Name != "d" || got.APIVersion != "apps/v1" {
+		t.Errorf("deployment: done %v, %v, %+v", done, err, got.TypeMeta)
 	}
 }
 

@@ -133,7 +133,7 @@ func (r *Typed[T]) decodeInParallel(ctx context.Context, stop func(), read func(
 			for j := range jobs {
 				ev, err := r.event(j.raw.Type, j.raw.Object, contentType, share, &sc)
 				if j.raw.frame != nil {
-					framePool.Put(j.raw.frame) // decoding copied what it kept
+					releaseFrame(j.raw.frame) // decoding copied what it kept
 				}
 				j.out <- result{ev, err}
 			}
@@ -195,12 +195,12 @@ func protobufFrames(body io.Reader) func() (rawEvent, error) {
 		}
 		*frame = (*frame)[:n]
 		if _, err := io.ReadFull(body, *frame); err != nil {
-			framePool.Put(frame)
+			releaseFrame(frame)
 			return rawEvent{}, err
 		}
 		ev, err := parseWatchEvent(*frame)
 		if err != nil {
-			framePool.Put(frame)
+			releaseFrame(frame)
 			return rawEvent{}, err
 		}
 		ev.frame = frame
@@ -219,6 +219,14 @@ func eventType(v []byte) watch.EventType {
 }
 
 var framePool = sync.Pool{New: func() any { return new([]byte) }}
+
+// releaseFrame returns a frame to the pool unless it is an unusually large one, which is left to
+// the garbage collector rather than kept for objects that are mostly small.
+func releaseFrame(frame *[]byte) {
+	if cap(*frame) <= 1<<20 {
+		framePool.Put(frame)
+	}
+}
 
 // parseWatchEvent reads a WatchEvent (type = 1; object = 2, a RawExtension whose raw = 1).
 func parseWatchEvent(frame []byte) (rawEvent, error) {

@@ -56,19 +56,25 @@ func (sp *SharedParts) sharerFor(typ reflect.Type) *sharer {
 // and gives every later object with the same encoding of it the same value, which roughly halves
 // what a cache of such pods holds, and skips decoding those parts again.
 //
-// The parts shared are the slice, map and pointer fields directly inside an object's metadata
-// and spec (a Pod's spec.containers, metadata.labels, spec.securityContext, ...), recognized by
-// their encoded bytes. Objects decoded this way must not be changed, not even their shared parts'
-// contents — the rule for objects in an informer's cache anyway; a DeepCopy is independent.
+// The parts shared are the slice, map, pointer and string fields inside an object's metadata and
+// spec (a Pod's spec.containers, metadata.labels, spec.securityContext, spec.schedulerName, ...),
+// recognized by their encoded bytes: those directly inside are skipped when decoding. Where such a
+// field is not shared as a whole but holds messages (a container list that differs only in one
+// volume mount, as pods with a per-pod service account token volume do), the parts inside its
+// messages are shared too, level by level, after decoding. Fields that are different in every
+// object (name, uid, resourceVersion) and managedFields (dropped by informers) are left alone.
+//
+// Objects decoded this way must not be changed, not even their shared parts' contents — the rule
+// for objects in an informer's cache anyway; a DeepCopy is independent.
 
 // A value is kept in its field's table only once its encoding has been seen twice (the first
-// time, only a hash of it is noted), so that parts unlike in every object (a per-pod volume name,
-// say) cost no more than a hash. Each table is bounded: when it holds maxShared values or
-// maxSharedBytes of encodings, it starts over. Objects decoded earlier keep their values; only
-// sharing with them stops.
+// time, only a hash of it is noted), so that parts unlike in every object cost no more than a
+// hash. Each table is bounded: when it holds maxShared values or maxSharedBytes of encodings, it
+// starts over. Objects decoded earlier keep their values; only sharing with them stops.
 const (
 	maxShared      = 4096
 	maxSharedBytes = 1 << 20
+	maxDepth       = 8 // levels of messages looked into below metadata and spec
 )
 
 // sharer decodes the objects of one type with their parts shared; it is safe for concurrent use.
@@ -76,7 +82,7 @@ type sharer struct {
 	plan   *sharePlan
 	seed   maphash.Seed
 	mu     sync.Mutex
-	tables []table // per shareable field (sharePlan.fields)
+	tables []table // by leaf.table
 }
 
 type table struct {
@@ -103,23 +109,41 @@ func (t *table) note(encoding []byte, hash uint64, v reflect.Value) {
 	t.bytes += len(encoding)
 }
 
-// sharePlan says where the shareable fields of a type are, found once from its protobuf tags.
+// sharePlan says where the shareable fields of an object type are, found once from the
+// protobuf tags of its struct types.
 type sharePlan struct {
-	parts  []sharedPart
-	fields []sharedField
+	parts  []sharedPart // the object's metadata and spec
+	tables int          // how many tables its leaves number
 }
 
-// sharedPart is a struct field of the object (metadata, spec) whose own fields are shared.
 type sharedPart struct {
 	num   protowire.Number
-	index int
-	// fields maps a field number inside the part to its entry in sharePlan.fields (-1: not shared).
-	fields []int
+	index int // struct field index in the object
+	plan  *structPlan
 }
 
-type sharedField struct {
-	part, index int // the part's index in sharePlan.parts, the field's struct index in the part
+// structPlan is one struct type's fields that take part in sharing, by protobuf field number.
+type structPlan struct {
+	leaves []*leaf
 }
+
+func (p *structPlan) leaf(num protowire.Number) *leaf {
+	if int(num) < len(p.leaves) {
+		return p.leaves[num]
+	}
+	return nil
+}
+
+// leaf is a field of a struct: a shared one (slice, map, pointer, string) with its table, or a
+// struct value (table -1) looked into. inner, if set, is the plan of the messages it holds.
+type leaf struct {
+	index int
+	table int
+	inner *structPlan
+}
+
+// unlike are ObjectMeta fields that differ from object to object or are dropped anyway.
+var unlike = map[string]bool{"Name": true, "UID": true, "ResourceVersion": true, "SelfLink": true, "ManagedFields": true}
 
 var plans sync.Map // reflect.Type of the object struct → *sharePlan
 
@@ -129,7 +153,7 @@ func newSharer(objType reflect.Type) *sharer {
 		p, _ = plans.LoadOrStore(objType, planFor(objType))
 	}
 	plan := p.(*sharePlan)
-	s := &sharer{plan: plan, seed: maphash.MakeSeed(), tables: make([]table, len(plan.fields))}
+	s := &sharer{plan: plan, seed: maphash.MakeSeed(), tables: make([]table, plan.tables)}
 	for i := range s.tables {
 		s.tables[i] = table{values: map[string]reflect.Value{}, once: map[uint64]struct{}{}}
 	}
@@ -138,6 +162,7 @@ func newSharer(objType reflect.Type) *sharer {
 
 // planFor finds the shareable fields of objType (a struct such as corev1.Pod).
 func planFor(objType reflect.Type) *sharePlan {
+	b := planBuilder{memo: map[reflect.Type]*structPlan{}}
 	plan := &sharePlan{}
 	for i := range objType.NumField() {
 		f := objType.Field(i)
@@ -145,28 +170,55 @@ func planFor(objType reflect.Type) *sharePlan {
 		if num == 0 || f.Type.Kind() != reflect.Struct || (f.Name != "ObjectMeta" && f.Name != "Spec") {
 			continue
 		}
-		part := sharedPart{num: num, index: i}
-		for j := range f.Type.NumField() {
-			inner := f.Type.Field(j)
-			n := tagNumber(inner)
-			switch inner.Type.Kind() {
-			case reflect.Slice, reflect.Map, reflect.Pointer:
-			default:
-				continue
-			}
-			if n == 0 || inner.Name == "ManagedFields" {
-				continue // dropped by informers anyway, and unlike from object to object
-			}
-			for len(part.fields) <= int(n) {
-				part.fields = append(part.fields, -1)
-			}
-			part.fields[n] = len(plan.fields)
-			plan.fields = append(plan.fields, sharedField{part: len(plan.parts), index: j})
-		}
-		plan.parts = append(plan.parts, part)
+		plan.parts = append(plan.parts, sharedPart{num: num, index: i, plan: b.structPlan(f.Type)})
 	}
+	plan.tables = b.tables
 	return plan
 }
+
+type planBuilder struct {
+	tables int
+	memo   map[reflect.Type]*structPlan // also ends recursive types
+}
+
+func (b *planBuilder) structPlan(t reflect.Type) *structPlan {
+	if p, ok := b.memo[t]; ok {
+		return p
+	}
+	p := &structPlan{}
+	b.memo[t] = p
+	for j := range t.NumField() {
+		f := t.Field(j)
+		num := tagNumber(f)
+		if num == 0 || (t == objectMetaType && unlike[f.Name]) {
+			continue
+		}
+		l := &leaf{index: j, table: -1}
+		switch f.Type.Kind() {
+		case reflect.Struct:
+			if l.inner = b.structPlan(f.Type); len(l.inner.leaves) == 0 {
+				continue // nothing to share inside (a metav1.Time, say)
+			}
+		case reflect.Slice, reflect.Map, reflect.Pointer, reflect.String:
+			l.table = b.tables
+			b.tables++
+			if e := f.Type; (e.Kind() == reflect.Slice || e.Kind() == reflect.Pointer) && e.Elem().Kind() == reflect.Struct {
+				if l.inner = b.structPlan(e.Elem()); len(l.inner.leaves) == 0 {
+					l.inner = nil
+				}
+			}
+		default:
+			continue
+		}
+		for len(p.leaves) <= int(num) {
+			p.leaves = append(p.leaves, nil)
+		}
+		p.leaves[num] = l
+	}
+	return p
+}
+
+var objectMetaType = reflect.TypeFor[metav1.ObjectMeta]()
 
 // tagNumber is a struct field's protobuf field number, 0 if it has none.
 func tagNumber(f reflect.StructField) protowire.Number {
@@ -181,10 +233,12 @@ func tagNumber(f reflect.StructField) protowire.Number {
 	return protowire.Number(n)
 }
 
-// span is where one shareable field's occurrences lie within an object's encoding.
+// span is where one planned field's occurrences lie within a message's encoding.
 type span struct {
-	field      int // index into sharePlan.fields
-	start, end int // offsets into the object's encoding
+	part       int // index into sharePlan.parts, for the object's own spans
+	leaf       *leaf
+	start, end int // offsets into the encoding
+	count      int // occurrences
 	hit        reflect.Value
 	missed     bool   // decoded here: hit is then the decoded value, to note in the table
 	hash       uint64 // of the encoding, if missed
@@ -194,6 +248,7 @@ type span struct {
 type scratch struct {
 	buf   []byte
 	spans []span
+	inner []span // for the levels below, used as a stack
 }
 
 // unmarshal decodes raw (an object's own encoding) into msg, a new object whose struct value is
@@ -207,7 +262,10 @@ func (s *sharer) unmarshal(raw []byte, msg message, obj reflect.Value, sc *scrat
 	s.mu.Lock()
 	hits := 0
 	for i := range spans {
-		if v, ok := s.tables[spans[i].field].values[string(raw[spans[i].start:spans[i].end])]; ok {
+		if spans[i].leaf.table < 0 {
+			continue
+		}
+		if v, ok := s.tables[spans[i].leaf.table].values[string(raw[spans[i].start:spans[i].end])]; ok {
 			spans[i].hit = v
 			hits++
 		}
@@ -222,15 +280,16 @@ func (s *sharer) unmarshal(raw []byte, msg message, obj reflect.Value, sc *scrat
 		return err
 	}
 	for i, sp := range spans {
-		f := s.plan.fields[sp.field]
-		v := obj.Field(s.plan.parts[f.part].index).Field(f.index)
+		v := obj.Field(s.plan.parts[sp.part].index).Field(sp.leaf.index)
 		if sp.hit.IsValid() {
 			v.Set(sp.hit)
 			continue
 		}
-		spans[i].hit = reflect.ValueOf(v.Interface()) // a copy: not tied to this object
+		spans[i].hit = v
 		spans[i].missed = true
-		spans[i].hash = maphash.Bytes(s.seed, raw[sp.start:sp.end])
+		if sp.leaf.table >= 0 {
+			spans[i].hash = maphash.Bytes(s.seed, raw[sp.start:sp.end])
+		}
 	}
 	if hits == len(spans) {
 		return nil
@@ -238,14 +297,19 @@ func (s *sharer) unmarshal(raw []byte, msg message, obj reflect.Value, sc *scrat
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, sp := range spans {
-		if sp.missed {
-			s.tables[sp.field].note(raw[sp.start:sp.end], sp.hash, sp.hit)
+		if !sp.missed {
+			continue
+		}
+		// What was decoded here may still hold parts seen before, a level down.
+		s.shareWithin(raw[sp.start:sp.end], sp.count, sp.hit, sp.leaf, 1, sc)
+		if sp.leaf.table >= 0 {
+			s.tables[sp.leaf.table].note(raw[sp.start:sp.end], sp.hash, reflect.ValueOf(sp.hit.Interface()))
 		}
 	}
 	return nil
 }
 
-// find locates each shareable field in raw. A field is shareable in this object only if its
+// find locates the planned fields of the object's parts in raw. A field takes part only if its
 // occurrences (the elements of a list, the entries of a map) are next to each other and its part
 // occurs once, as every Kubernetes encoder writes them; ok is false otherwise, or if raw is not a
 // well-formed message: then nothing is shared.
@@ -271,9 +335,13 @@ func (s *sharer) find(raw []byte, spans []span) ([]span, bool) {
 					}
 					partsSeen |= 1 << pi
 					_, l := protowire.ConsumeVarint(raw[off+n:])
+					first := len(spans)
 					var good bool
-					if spans, good = s.findIn(raw, off+n+l, off+n+m, pi, spans); !good {
+					if spans, good = runs(raw, off+n+l, off+n+m, s.plan.parts[pi].plan, spans); !good {
 						return nil, false
+					}
+					for i := first; i < len(spans); i++ {
+						spans[i].part = pi
 					}
 				}
 			}
@@ -283,11 +351,11 @@ func (s *sharer) find(raw []byte, spans []span) ([]span, bool) {
 	return spans, true
 }
 
-// findIn adds the spans of part pi's shareable fields found in raw[start:end].
-func (s *sharer) findIn(raw []byte, start, end, pi int, spans []span) ([]span, bool) {
-	fields := s.plan.parts[pi].fields
+// runs appends the spans of plan's fields found in raw[start:end], each field's occurrences
+// forming one run; a field whose occurrences are split by others is left out.
+func runs(raw []byte, start, end int, plan *structPlan, spans []span) ([]span, bool) {
 	first := len(spans)
-	last := -1 // index in spans of the field whose run the previous occurrence belongs to
+	last := -1 // index in spans of the run the previous occurrence belongs to
 	for off := start; off < end; {
 		num, typ, n := protowire.ConsumeTag(raw[off:end])
 		if n < 0 {
@@ -297,25 +365,23 @@ func (s *sharer) findIn(raw []byte, start, end, pi int, spans []span) ([]span, b
 		if m < 0 {
 			return nil, false
 		}
-		f := -1
-		if int(num) < len(fields) {
-			f = fields[num]
-		}
+		l := plan.leaf(num)
 		switch {
-		case f < 0:
+		case l == nil || typ != protowire.BytesType && l.table < 0:
 			last = -1
-		case last >= 0 && spans[last].field == f:
+		case last >= 0 && spans[last].leaf == l:
 			spans[last].end = off + n + m
+			spans[last].count++
 		default:
 			for i := first; i < len(spans); i++ {
-				if spans[i].field == f {
+				if spans[i].leaf == l {
 					// A second run of the same field: not contiguous, so not shared here.
 					spans[i].end = -1
-					f = -1
+					l = nil
 				}
 			}
-			if f >= 0 {
-				spans = append(spans, span{field: f, start: off, end: off + n + m})
+			if l != nil {
+				spans = append(spans, span{leaf: l, start: off, end: off + n + m, count: 1})
 				last = len(spans) - 1
 			} else {
 				last = -1
@@ -323,7 +389,6 @@ func (s *sharer) findIn(raw []byte, start, end, pi int, spans []span) ([]span, b
 		}
 		off += n + m
 	}
-	// Drop the runs disowned above.
 	kept := spans[:first]
 	for _, sp := range spans[first:] {
 		if sp.end >= 0 {
@@ -331,6 +396,72 @@ func (s *sharer) findIn(raw []byte, start, end, pi int, spans []span) ([]span, b
 		}
 	}
 	return kept, true
+}
+
+// shareWithin shares the parts inside v, a value just decoded from enc (count occurrences of
+// field l), level by level below it: the messages it holds (v's elements, what it points to, v
+// itself for a struct) get their fields seen before set from the tables. The caller holds s.mu.
+func (s *sharer) shareWithin(enc []byte, count int, v reflect.Value, l *leaf, depth int, sc *scratch) {
+	if l.inner == nil || depth > maxDepth {
+		return
+	}
+	switch v.Kind() {
+	case reflect.Slice:
+		if v.Len() != count {
+			return
+		}
+	case reflect.Pointer, reflect.Struct:
+		if count != 1 || v.Kind() == reflect.Pointer && v.IsNil() {
+			return // a message written twice is merged: its parts are not its occurrences'
+		}
+		if v.Kind() == reflect.Pointer {
+			v = v.Elem()
+		}
+	default:
+		return
+	}
+	for k, off := 0, 0; off < len(enc); k++ {
+		num, typ, n := protowire.ConsumeTag(enc[off:])
+		body, m := protowire.ConsumeBytes(enc[off+n:])
+		if n < 0 || m < 0 || typ != protowire.BytesType {
+			return
+		}
+		_ = num
+		elem := v
+		if v.Kind() == reflect.Slice {
+			elem = v.Index(k)
+		}
+		s.shareFields(body, elem, l.inner, depth, sc)
+		off += n + m
+	}
+}
+
+// shareFields sets the fields of v (a struct just decoded from msg) whose encoding was seen
+// before from the tables, notes the others, and goes a level down into what it decoded.
+func (s *sharer) shareFields(msg []byte, v reflect.Value, plan *structPlan, depth int, sc *scratch) {
+	base := len(sc.inner)
+	spans, ok := runs(msg, 0, len(msg), plan, sc.inner)
+	if !ok {
+		return
+	}
+	sc.inner = spans
+	for i := base; i < len(sc.inner); i++ {
+		sp := sc.inner[i]
+		f := v.Field(sp.leaf.index)
+		enc := msg[sp.start:sp.end]
+		if sp.leaf.table >= 0 {
+			t := &s.tables[sp.leaf.table]
+			if hit, ok := t.values[string(enc)]; ok {
+				f.Set(hit)
+				continue
+			}
+			s.shareWithin(enc, sp.count, f, sp.leaf, depth+1, sc)
+			t.note(enc, maphash.Bytes(s.seed, enc), reflect.ValueOf(f.Interface()))
+			continue
+		}
+		s.shareWithin(enc, sp.count, f, sp.leaf, depth+1, sc) // a struct value
+	}
+	sc.inner = sc.inner[:base]
 }
 
 // without re-encodes raw leaving out the spans that hit, fixing the length of each part they lie

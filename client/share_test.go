@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	appsv1 "k8s.io/api/apps/v1"
@@ -116,6 +117,46 @@ func TestSharedParts(t *testing.T) {
 	}
 }
 
+// tokenPod is a template pod with a service account token volume of its own, mounted in its
+// first container, as the ServiceAccount admission plugin gives every pod.
+func tokenPod(name string) *corev1.Pod {
+	p := templatePod(name, 0)
+	volume := "kube-api-access-" + name
+	p.Spec.Volumes = []corev1.Volume{{Name: volume, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}}},
+	}}}}
+	p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: volume, MountPath: "/var/run/secrets"}}
+	return p
+}
+
+// TestSharedPartsDeeper: parts that differ in one place from pod to pod (a volume and a mount
+// named after the pod) are not shared whole, but what they hold that is alike is.
+func TestSharedPartsDeeper(t *testing.T) {
+	s := newSharer(reflect.TypeFor[corev1.Pod]())
+	var pods []*corev1.Pod
+	for i := range 4 {
+		pods = append(pods, decodeBoth(t, s, encodePod(t, tokenPod(fmt.Sprint("p", i)))))
+	}
+	a, b := pods[2], pods[3]
+	if sameSlice(a.Spec.Containers, b.Spec.Containers) || sameSlice(a.Spec.Volumes, b.Spec.Volumes) {
+		t.Fatal("containers or volumes that differ are shared")
+	}
+	if !sameSlice(a.Spec.Containers[0].Ports, b.Spec.Containers[0].Ports) || !sameSlice(a.Spec.Containers[0].Env, b.Spec.Containers[0].Env) {
+		t.Error("the ports and env of containers that differ only in a volume mount are not shared")
+	}
+	if a.Spec.Volumes[0].Projected != b.Spec.Volumes[0].Projected {
+		t.Error("the same projected volume source under different volume names is not shared")
+	}
+	if unsafe.StringData(a.Spec.Containers[0].Image) != unsafe.StringData(b.Spec.Containers[0].Image) ||
+		unsafe.StringData(a.Spec.SchedulerName) != unsafe.StringData(b.Spec.SchedulerName) && a.Spec.SchedulerName != "" ||
+		unsafe.StringData(a.Namespace) != unsafe.StringData(b.Namespace) {
+		t.Error("equal strings are not shared")
+	}
+	if a.Spec.Containers[0].VolumeMounts[0].Name == b.Spec.Containers[0].VolumeMounts[0].Name {
+		t.Error("each pod's own mount got mixed up")
+	}
+}
+
 // TestSharedPartsRandom: pods drawn at random from a few templates with random changes decode
 // exactly as they do without sharing, in any order, and most share their containers.
 func TestSharedPartsRandom(t *testing.T) {
@@ -135,6 +176,8 @@ func TestSharedPartsRandom(t *testing.T) {
 			p.Spec.SecurityContext = nil
 		case 3:
 			p.Annotations = map[string]string{"a": fmt.Sprint(rnd.IntN(2))}
+		case 4:
+			p = tokenPod(p.Name)
 		}
 		got := decodeBoth(t, s, encodePod(t, p))
 		if seen[&got.Spec.Containers[0]] {

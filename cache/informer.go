@@ -42,7 +42,9 @@ type InformerOption[T Object] func(*Informer[T])
 
 // WithTransform replaces the default transform (dropping managedFields, which controllers never
 // read and which make up much of an object's size). It runs as objects arrive, before they are
-// queued or stored.
+// queued or stored. It may set fields of the object (obj.Spec.X = nil) but must not change the
+// contents of its slices, maps or pointees, which can be shared with other objects (see the
+// package documentation).
 func WithTransform[T Object](f func(T) T) InformerOption[T] {
 	return func(i *Informer[T]) { i.reflector.Transform = f }
 }

@@ -3,6 +3,7 @@ package endpoints
 import (
 	"fmt"
 
+	"github.com/kplane/kplane/controller"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -49,7 +50,7 @@ func computeSubsets(svc *corev1.Service, pods []*corev1.Pod) desiredSubsets {
 		}
 		for i := range svc.Spec.Ports {
 			sp := &svc.Spec.Ports[i]
-			port, ok := findPort(pod, sp)
+			port, ok := controller.FindPort(pod, sp)
 			if !ok {
 				out.Problems = append(out.Problems, fmt.Sprintf("pod %s has no %s container port named %q for service port %q", pod.Name, sp.Protocol, sp.TargetPort.StrVal, sp.Name))
 				continue

@@ -9,7 +9,6 @@ import (
 	"github.com/kplane/kplane/controller"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // addressTypesFor returns the address types a Service gets slices for, IPv4 first. The Service's
@@ -150,7 +149,7 @@ func endpointPorts(svc *corev1.Service, pod *corev1.Pod, probs problems) []disco
 	ports := []discoveryv1.EndpointPort{}
 	for i := range svc.Spec.Ports {
 		sp := &svc.Spec.Ports[i]
-		port, ok := findPort(pod, sp)
+		port, ok := controller.FindPort(pod, sp)
 		if !ok {
 			probs.add("port/"+svc.Namespace+"/"+svc.Name+"/"+sp.Name,
 				fmt.Sprintf("service %s/%s port %q: targetPort %s (%s) is not a container port of pod %s (and maybe others); the port is left out for such pods",
@@ -164,34 +163,6 @@ func endpointPorts(svc *corev1.Service, pod *corev1.Pod, probs problems) []disco
 		ports = append(ports, ep)
 	}
 	return ports
-}
-
-// findPort returns the pod port a Service port targets. A number is taken as it is; a name is
-// looked up among the ports of the pod's containers with the same name and exactly the same
-// protocol, first in the regular containers, then in sidecars (init containers that restart
-// always, which keep running beside them).
-func findPort(pod *corev1.Pod, sp *corev1.ServicePort) (int32, bool) {
-	if sp.TargetPort.Type == intstr.Int {
-		return sp.TargetPort.IntVal, true
-	}
-	name := sp.TargetPort.StrVal
-	lookIn := func(containers []corev1.Container, sidecarsOnly bool) (int32, bool) {
-		for _, c := range containers {
-			if sidecarsOnly && (c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways) {
-				continue
-			}
-			for _, p := range c.Ports {
-				if p.Name == name && p.Protocol == sp.Protocol {
-					return p.ContainerPort, true
-				}
-			}
-		}
-		return 0, false
-	}
-	if port, ok := lookIn(pod.Spec.Containers, false); ok {
-		return port, true
-	}
-	return lookIn(pod.Spec.InitContainers, true)
 }
 
 // portGroup is the desired state of one set of ports of one address type: every endpoint that

@@ -132,3 +132,21 @@ func (w Workers) next(ctx context.Context) bool {
 	}
 	return true
 }
+
+// RunEvery waits for the caches (synced) to sync, then calls pass at once and every period after
+// until ctx is cancelled: the loop of controllers that look at everything in one pass.
+func RunEvery(ctx context.Context, period time.Duration, synced []func() bool, pass func(context.Context)) {
+	if !cache.WaitForCacheSync(ctx, synced...) {
+		return
+	}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		pass(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -109,19 +109,9 @@ func (c *Controller) Name() string { return Name }
 func (c *Controller) Run(ctx context.Context, _ int) error {
 	slog.Info("starting node lifecycle controller", "grace", c.monitor.grace, "period", c.period, "evictionTimeout", c.timeout)
 	defer slog.Info("node lifecycle controller stopped")
-	if !cache.WaitForCacheSync(ctx, c.nodes.HasSynced, c.leases.HasSynced, c.pods.HasSynced) {
-		return nil
-	}
-	t := time.NewTicker(c.period)
-	defer t.Stop()
-	for {
-		c.pass(ctx, c.now())
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	controller.RunEvery(ctx, c.period, []func() bool{c.nodes.HasSynced, c.leases.HasSynced, c.pods.HasSynced},
+		func(ctx context.Context) { c.pass(ctx, c.now()) })
+	return nil
 }
 
 // pass looks at every node once.

@@ -84,19 +84,9 @@ func (c *Controller) Name() string { return Name }
 func (c *Controller) Run(ctx context.Context, _ int) error {
 	slog.Info("starting pod garbage collector", "threshold", c.threshold, "period", c.period)
 	defer slog.Info("pod garbage collector stopped")
-	if !cache.WaitForCacheSync(ctx, c.pods.HasSynced, c.nodes.HasSynced) {
-		return nil
-	}
-	t := time.NewTicker(c.period)
-	defer t.Stop()
-	for {
-		c.collect(ctx, time.Now())
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	controller.RunEvery(ctx, c.period, []func() bool{c.pods.HasSynced, c.nodes.HasSynced},
+		func(ctx context.Context) { c.collect(ctx, time.Now()) })
+	return nil
 }
 
 // collect is one pass over the cache.

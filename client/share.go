@@ -65,15 +65,21 @@ func (sp *SharedParts) sharerFor(typ reflect.Type) *sharer {
 // object (name, uid, resourceVersion) and managedFields (dropped by informers) are left alone.
 //
 // Objects decoded this way must not be changed, not even their shared parts' contents — the rule
-// for objects in an informer's cache anyway; a DeepCopy is independent.
+// for objects in an informer's cache anyway; a DeepCopy is independent. Shared slices have no
+// spare capacity, so an append to one makes a new array rather than writing into another
+// object's.
 
-// A value is kept in its field's table only once its encoding has been seen twice (the first
-// time, only a hash of it is noted), so that parts unlike in every object cost no more than a
-// hash. Each table is bounded: when it holds maxShared values or maxSharedBytes of encodings, it
-// starts over. Objects decoded earlier keep their values; only sharing with them stops.
+// A value is kept in its field's table only once its encoding has been seen in two different
+// objects (the first time, only a hash of it and of the object is noted), so that parts unlike
+// in every object cost no more than a hash, and an object seen again (an update) does not make
+// its own parts look common. What the tables hold is bounded for the whole sharer: at most
+// maxShared values in one table, maxSharedBytes of encodings and maxNoted hashes in all of them;
+// past that, every table starts over. Objects decoded earlier keep their values; only sharing
+// with them stops.
 const (
 	maxShared      = 4096
-	maxSharedBytes = 1 << 20
+	maxSharedBytes = 4 << 20
+	maxNoted       = 1 << 16
 	maxDepth       = 8 // levels of messages looked into below metadata and spec
 )
 
@@ -83,30 +89,54 @@ type sharer struct {
 	seed   maphash.Seed
 	mu     sync.Mutex
 	tables []table // by leaf.table
+	bytes  int     // of the encodings in all tables
+	noted  int     // hashes in all tables
 }
 
 type table struct {
 	values map[string]reflect.Value // encoding → value
-	bytes  int                      // of the encodings in values
-	once   map[uint64]struct{}      // hashes of encodings seen once
+	once   map[uint64]uint64        // hash of an encoding seen once → hash of its object
 }
 
-// note records a value decoded from encoding, whose hash is hash.
-func (t *table) note(encoding []byte, hash uint64, v reflect.Value) {
-	if _, ok := t.once[hash]; !ok {
-		if len(t.once) >= 4*maxShared {
-			clear(t.once)
+// note records v, a value decoded from encoding (whose hash is hash) in the object owner, in
+// table t. The caller holds s.mu.
+func (s *sharer) note(t int, encoding []byte, hash, owner uint64, v reflect.Value) {
+	tb := &s.tables[t]
+	if first, ok := tb.once[hash]; !ok || first == owner {
+		if !ok {
+			if s.noted >= maxNoted {
+				s.reset()
+			}
+			tb.once[hash] = owner
+			s.noted++
 		}
-		t.once[hash] = struct{}{}
 		return
 	}
-	delete(t.once, hash)
-	if len(t.values) >= maxShared || t.bytes+len(encoding) > maxSharedBytes {
-		clear(t.values)
-		t.bytes = 0
+	delete(tb.once, hash)
+	s.noted--
+	if len(tb.values) >= maxShared || s.bytes+len(encoding) > maxSharedBytes {
+		s.reset()
 	}
-	t.values[string(encoding)] = v
-	t.bytes += len(encoding)
+	tb.values[string(encoding)] = v
+	s.bytes += len(encoding)
+}
+
+// reset empties every table.
+func (s *sharer) reset() {
+	for i := range s.tables {
+		clear(s.tables[i].values)
+		clear(s.tables[i].once)
+	}
+	s.bytes, s.noted = 0, 0
+}
+
+// clipped returns v, a value about to be shared, with a slice's capacity cut to its length: an
+// append to one object's slice must not write into the spare room another object shares.
+func clipped(v reflect.Value) reflect.Value {
+	if v.Kind() == reflect.Slice && v.Cap() > v.Len() {
+		return v.Slice3(0, v.Len(), v.Len())
+	}
+	return v
 }
 
 // sharePlan says where the shareable fields of an object type are, found once from the
@@ -155,7 +185,7 @@ func newSharer(objType reflect.Type) *sharer {
 	plan := p.(*sharePlan)
 	s := &sharer{plan: plan, seed: maphash.MakeSeed(), tables: make([]table, plan.tables)}
 	for i := range s.tables {
-		s.tables[i] = table{values: map[string]reflect.Value{}, once: map[uint64]struct{}{}}
+		s.tables[i] = table{values: map[string]reflect.Value{}, once: map[uint64]uint64{}}
 	}
 	return s
 }
@@ -190,7 +220,7 @@ func (b *planBuilder) structPlan(t reflect.Type) *structPlan {
 	for j := range t.NumField() {
 		f := t.Field(j)
 		num := tagNumber(f)
-		if num == 0 || (t == objectMetaType && unlike[f.Name]) {
+		if num == 0 || !f.IsExported() || (t == objectMetaType && unlike[f.Name]) {
 			continue
 		}
 		l := &leaf{index: j, table: -1}
@@ -255,10 +285,11 @@ type scratch struct {
 // obj, taking the parts seen before from the tables and skipping their bytes.
 func (s *sharer) unmarshal(raw []byte, msg message, obj reflect.Value, sc *scratch) error {
 	spans, ok := s.find(raw, sc.spans[:0])
-	sc.spans = spans
 	if !ok || len(spans) == 0 {
 		return msg.Unmarshal(raw)
 	}
+	sc.spans = spans
+	defer clear(spans) // no values of this object kept in the scratch space
 	s.mu.Lock()
 	hits := 0
 	for i := range spans {
@@ -294,6 +325,7 @@ func (s *sharer) unmarshal(raw []byte, msg message, obj reflect.Value, sc *scrat
 	if hits == len(spans) {
 		return nil
 	}
+	owner := ownerHash(s.seed, obj)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, sp := range spans {
@@ -301,12 +333,25 @@ func (s *sharer) unmarshal(raw []byte, msg message, obj reflect.Value, sc *scrat
 			continue
 		}
 		// What was decoded here may still hold parts seen before, a level down.
-		s.shareWithin(raw[sp.start:sp.end], sp.count, sp.hit, sp.leaf, 1, sc)
+		s.shareWithin(raw[sp.start:sp.end], sp.count, sp.hit, sp.leaf, 1, owner, sc)
 		if sp.leaf.table >= 0 {
-			s.tables[sp.leaf.table].note(raw[sp.start:sp.end], sp.hash, reflect.ValueOf(sp.hit.Interface()))
+			sp.hit.Set(clipped(sp.hit))
+			s.note(sp.leaf.table, raw[sp.start:sp.end], sp.hash, owner, reflect.ValueOf(sp.hit.Interface()))
 		}
 	}
 	return nil
+}
+
+// ownerHash identifies the object obj (a struct with metadata) for the tables.
+func ownerHash(seed maphash.Seed, obj reflect.Value) uint64 {
+	m, ok := obj.Addr().Interface().(metav1.Object)
+	if !ok {
+		return 0
+	}
+	if uid := m.GetUID(); uid != "" {
+		return maphash.String(seed, string(uid))
+	}
+	return maphash.String(seed, m.GetNamespace()+"/"+m.GetName())
 }
 
 // find locates the planned fields of the object's parts in raw. A field takes part only if its
@@ -401,7 +446,7 @@ func runs(raw []byte, start, end int, plan *structPlan, spans []span) ([]span, b
 // shareWithin shares the parts inside v, a value just decoded from enc (count occurrences of
 // field l), level by level below it: the messages it holds (v's elements, what it points to, v
 // itself for a struct) get their fields seen before set from the tables. The caller holds s.mu.
-func (s *sharer) shareWithin(enc []byte, count int, v reflect.Value, l *leaf, depth int, sc *scratch) {
+func (s *sharer) shareWithin(enc []byte, count int, v reflect.Value, l *leaf, depth int, owner uint64, sc *scratch) {
 	if l.inner == nil || depth > maxDepth {
 		return
 	}
@@ -421,24 +466,26 @@ func (s *sharer) shareWithin(enc []byte, count int, v reflect.Value, l *leaf, de
 		return
 	}
 	for k, off := 0, 0; off < len(enc); k++ {
-		num, typ, n := protowire.ConsumeTag(enc[off:])
-		body, m := protowire.ConsumeBytes(enc[off+n:])
-		if n < 0 || m < 0 || typ != protowire.BytesType {
+		_, typ, n := protowire.ConsumeTag(enc[off:])
+		if n < 0 || typ != protowire.BytesType {
 			return
 		}
-		_ = num
+		body, m := protowire.ConsumeBytes(enc[off+n:])
+		if m < 0 {
+			return
+		}
 		elem := v
 		if v.Kind() == reflect.Slice {
 			elem = v.Index(k)
 		}
-		s.shareFields(body, elem, l.inner, depth, sc)
+		s.shareFields(body, elem, l.inner, depth, owner, sc)
 		off += n + m
 	}
 }
 
 // shareFields sets the fields of v (a struct just decoded from msg) whose encoding was seen
 // before from the tables, notes the others, and goes a level down into what it decoded.
-func (s *sharer) shareFields(msg []byte, v reflect.Value, plan *structPlan, depth int, sc *scratch) {
+func (s *sharer) shareFields(msg []byte, v reflect.Value, plan *structPlan, depth int, owner uint64, sc *scratch) {
 	base := len(sc.inner)
 	spans, ok := runs(msg, 0, len(msg), plan, sc.inner)
 	if !ok {
@@ -450,16 +497,16 @@ func (s *sharer) shareFields(msg []byte, v reflect.Value, plan *structPlan, dept
 		f := v.Field(sp.leaf.index)
 		enc := msg[sp.start:sp.end]
 		if sp.leaf.table >= 0 {
-			t := &s.tables[sp.leaf.table]
-			if hit, ok := t.values[string(enc)]; ok {
+			if hit, ok := s.tables[sp.leaf.table].values[string(enc)]; ok {
 				f.Set(hit)
 				continue
 			}
-			s.shareWithin(enc, sp.count, f, sp.leaf, depth+1, sc)
-			t.note(enc, maphash.Bytes(s.seed, enc), reflect.ValueOf(f.Interface()))
+			s.shareWithin(enc, sp.count, f, sp.leaf, depth+1, owner, sc)
+			f.Set(clipped(f))
+			s.note(sp.leaf.table, enc, maphash.Bytes(s.seed, enc), owner, reflect.ValueOf(f.Interface()))
 			continue
 		}
-		s.shareWithin(enc, sp.count, f, sp.leaf, depth+1, sc) // a struct value
+		s.shareWithin(enc, sp.count, f, sp.leaf, depth+1, owner, sc) // a struct value
 	}
 	sc.inner = sc.inner[:base]
 }

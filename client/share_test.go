@@ -193,37 +193,39 @@ func TestSharedPartsRandom(t *testing.T) {
 // TestSharedPartsSplitField: a list whose elements do not lie together in the encoding (legal
 // protobuf, though no Kubernetes encoder writes it) is decoded whole and not shared.
 func TestSharedPartsSplitField(t *testing.T) {
-	p := templatePod("split", 0)
-	first, second := p.Spec.Containers[0], p.Spec.Containers[1]
-	var spec []byte
-	for _, c := range []*corev1.Container{&first, nil, &second} {
-		if c == nil { // restartPolicy (field 3) between the two containers (field 2)
-			spec = protowire.AppendTag(spec, 3, protowire.BytesType)
-			spec = protowire.AppendString(spec, "Always")
-			continue
+	split := func(name string) []byte {
+		p := templatePod(name, 0)
+		first, second := p.Spec.Containers[0], p.Spec.Containers[1]
+		var spec []byte
+		for _, c := range []*corev1.Container{&first, nil, &second} {
+			if c == nil { // restartPolicy (field 3) between the two containers (field 2)
+				spec = protowire.AppendTag(spec, 3, protowire.BytesType)
+				spec = protowire.AppendString(spec, "Always")
+				continue
+			}
+			b, err := c.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec = protowire.AppendTag(spec, 2, protowire.BytesType)
+			spec = protowire.AppendBytes(spec, b)
 		}
-		b, err := c.Marshal()
+		meta, err := p.ObjectMeta.Marshal()
 		if err != nil {
 			t.Fatal(err)
 		}
-		spec = protowire.AppendTag(spec, 2, protowire.BytesType)
-		spec = protowire.AppendBytes(spec, b)
+		var raw []byte
+		raw = protowire.AppendTag(raw, 1, protowire.BytesType)
+		raw = protowire.AppendBytes(raw, meta)
+		raw = protowire.AppendTag(raw, 2, protowire.BytesType)
+		raw = protowire.AppendBytes(raw, spec)
+		return wrap(t, raw)
 	}
-	meta, err := p.ObjectMeta.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var raw []byte
-	raw = protowire.AppendTag(raw, 1, protowire.BytesType)
-	raw = protowire.AppendBytes(raw, meta)
-	raw = protowire.AppendTag(raw, 2, protowire.BytesType)
-	raw = protowire.AppendBytes(raw, spec)
-	data := wrap(t, raw)
 
 	s := newSharer(reflect.TypeFor[corev1.Pod]())
-	decodeBoth(t, s, data) // noted
-	x := decodeBoth(t, s, data)
-	y := decodeBoth(t, s, data)
+	decodeBoth(t, s, split("w")) // noted
+	x := decodeBoth(t, s, split("x"))
+	y := decodeBoth(t, s, split("y"))
 	if len(x.Spec.Containers) != 2 || x.Spec.Containers[1].Name != "sidecar" || x.Spec.RestartPolicy != corev1.RestartPolicyAlways {
 		t.Fatalf("decoded %+v", x.Spec)
 	}
@@ -239,9 +241,10 @@ func TestSharedPartsSplitField(t *testing.T) {
 // decoding stays right as they start over.
 func TestSharedPartsBounded(t *testing.T) {
 	s := newSharer(reflect.TypeFor[corev1.Pod]())
-	for i := range 2*maxShared + 100 {
-		p := templatePod("p", 0)
-		p.Labels["i"] = fmt.Sprint(i / 2) // each label set twice in a row: kept the second time
+	for i := range 3 * maxShared {
+		p := templatePod(fmt.Sprint("p", i), 0)
+		p.Labels["i"] = fmt.Sprint(i / 2) // each label set in two pods in a row: kept the second time
+		p.Annotations = map[string]string{"big": strings.Repeat("x", 2000+i)}
 		if i%500 == 0 {
 			decodeBoth(t, s, encodePod(t, p))
 			continue
@@ -250,11 +253,59 @@ func TestSharedPartsBounded(t *testing.T) {
 		if done, err := decodeProtobuf(encodePod(t, p), &corev1.Pod{}, s, &sc); !done || err != nil {
 			t.Fatal(done, err)
 		}
+		if s.bytes > maxSharedBytes || s.noted > maxNoted {
+			t.Fatalf("after %d pods the tables hold %d bytes and %d hashes", i+1, s.bytes, s.noted)
+		}
 	}
 	for i, table := range s.tables {
-		if len(table.values) > maxShared || table.bytes > maxSharedBytes || len(table.once) > 4*maxShared {
-			t.Errorf("table %d holds %d values (%d bytes), %d hashes", i, len(table.values), table.bytes, len(table.once))
+		if len(table.values) > maxShared {
+			t.Errorf("table %d holds %d values", i, len(table.values))
 		}
+	}
+}
+
+// TestSharedPartsSameObjectTwice: an object seen again (an update) does not make its own parts
+// look common; a part in two objects is kept.
+func TestSharedPartsSameObjectTwice(t *testing.T) {
+	s := newSharer(reflect.TypeFor[corev1.Pod]())
+	pod := func(name string) *corev1.Pod {
+		p := templatePod(name, 0)
+		p.Labels = map[string]string{"only": "here"}
+		return p
+	}
+	decodeBoth(t, s, encodePod(t, pod("solo")))
+	decodeBoth(t, s, encodePod(t, pod("solo")))
+	if n := len(s.tables[s.plan.parts[0].plan.leaf(11).table].values); n != 0 {
+		t.Fatalf("labels of one object seen twice kept: %d values", n)
+	}
+	other := decodeBoth(t, s, encodePod(t, pod("other")))
+	third := decodeBoth(t, s, encodePod(t, pod("third")))
+	if !sameMap(other.Labels, third.Labels) {
+		t.Error("labels in two objects are not shared with a third")
+	}
+}
+
+// TestSharedSlicesHaveNoSpareRoom: appending to one object's shared slice does not write into
+// another's.
+func TestSharedSlicesHaveNoSpareRoom(t *testing.T) {
+	s := newSharer(reflect.TypeFor[corev1.Pod]())
+	var pods []*corev1.Pod
+	for i := range 3 {
+		p := templatePod(fmt.Sprint("p", i), 0)
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "third"})
+		pods = append(pods, decodeBoth(t, s, encodePod(t, p)))
+	}
+	a, b := pods[1].Spec.Containers, pods[2].Spec.Containers
+	if !sameSlice(a, b) {
+		t.Fatal("not shared")
+	}
+	ea := append(a, corev1.Container{Name: "for-a"})
+	eb := append(b, corev1.Container{Name: "for-b"})
+	if ea[3].Name != "for-a" || eb[3].Name != "for-b" {
+		t.Errorf("appends to shared slices collide: %q %q", ea[3].Name, eb[3].Name)
+	}
+	if env := pods[2].Spec.Containers[0].Env; cap(env) != len(env) {
+		t.Errorf("a shared slice a level down has spare room: len %d cap %d", len(env), cap(env))
 	}
 }
 

@@ -9,7 +9,7 @@
 //
 // Objects an informer hands out (to handlers, from its Lister and Indexer) must not be modified,
 // as with client-go, and here more strictly: objects alike share parts (two pods of one
-// Deployment may hold the same Labels map and Spec.Containers slice, see client.SharedParts), so
+// ReplicaSet may hold the same Labels map and Spec.Containers slice, see client.SharedParts), so
 // a change to one object's slice, map or pointee changes the others and the objects decoded
 // after it. DeepCopy before changing anything; a transform (WithTransform) may replace fields but
 // not change what they hold.

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"mime"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -114,6 +115,9 @@ func (r *Typed[T]) List(ctx context.Context, opts metav1.ListOptions) (*List[T],
 		return nil, err
 	}
 	var zero T
+	if mt, _, _ := mime.ParseMediaType(contentType); mt == mimeProtobuf {
+		contentType = mt
+	}
 	if share := sharedPartsFrom(ctx).sharerFor(reflect.TypeOf(zero).Elem()); share != nil && contentType == mimeProtobuf {
 		if list, done, err := decodeSharedList[T](data, raw, share); done {
 			return list, err

@@ -563,7 +563,7 @@ func decodeSharedList[T Object](data []byte, list runtime.Object, share *sharer)
 	if err != nil || string(e.kind) != gvks[0].Kind || !isAPIVersion(e.apiVersion, gvks[0].Group, gvks[0].Version) {
 		return nil, false, nil
 	}
-	out := &List[T]{}
+	out := &List[T]{Items: []T{}}
 	var meta metav1.ListMeta
 	var sc scratch
 	err = fields(e.raw, func(num protowire.Number, v []byte) error {

@@ -3,7 +3,8 @@
 // it, the worker loop over a rate-limited queue, and the event recorder.
 //
 // A controller is a sync function over keys plus its event wiring: informer handlers turn
-// changes into queue keys, and RunWorkers calls sync for each key on N goroutines.
+// changes into queue keys, and Workers.Run, once the caches have synced, calls sync for each key
+// on N goroutines.
 package controller
 
 import (

@@ -13,12 +13,14 @@ func TestFindPort(t *testing.T) {
 		Containers: []corev1.Container{{Ports: []corev1.ContainerPort{
 			{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP},
 			{Name: "dns", ContainerPort: 53, Protocol: corev1.ProtocolUDP},
+			{Name: "stats", ContainerPort: 7070, Protocol: corev1.ProtocolUDP},
 		}}},
 		InitContainers: []corev1.Container{
 			{Name: "setup", Ports: []corev1.ContainerPort{{Name: "setup", ContainerPort: 1, Protocol: corev1.ProtocolTCP}}},
 			{Name: "sidecar", RestartPolicy: &always, Ports: []corev1.ContainerPort{
 				{Name: "metrics", ContainerPort: 9090, Protocol: corev1.ProtocolTCP},
 				{Name: "http", ContainerPort: 1111, Protocol: corev1.ProtocolTCP},
+				{Name: "stats", ContainerPort: 7071, Protocol: corev1.ProtocolTCP},
 			}},
 		},
 	}}
@@ -33,7 +35,8 @@ func TestFindPort(t *testing.T) {
 		{intstr.FromString("dns"), corev1.ProtocolUDP, 53, true},
 		{intstr.FromString("dns"), corev1.ProtocolTCP, 0, false}, // the protocol must match
 		{intstr.FromString("metrics"), corev1.ProtocolTCP, 9090, true},
-		{intstr.FromString("setup"), corev1.ProtocolTCP, 0, false}, // not a sidecar
+		{intstr.FromString("stats"), corev1.ProtocolTCP, 7071, true}, // the sidecar's has the protocol
+		{intstr.FromString("setup"), corev1.ProtocolTCP, 0, false},   // not a sidecar
 		{intstr.FromString("nope"), corev1.ProtocolTCP, 0, false},
 	} {
 		got, found := FindPort(pod, &corev1.ServicePort{TargetPort: tc.target, Protocol: tc.protocol})

@@ -67,7 +67,7 @@ type Workers struct {
 	Handlers []cache.Registration
 	// Ready, if set, runs once everything has synced, before the first worker starts.
 	Ready func()
-	// Log are extra attributes for the start line.
+	// Log are extra attributes for the line logged when Run starts.
 	Log []any
 }
 
@@ -80,8 +80,8 @@ func (w Workers) Run(ctx context.Context) {
 			h.Remove()
 		}
 	}()
-	slog.Info("starting controller", append([]any{"controller", w.Name, "workers", w.Count}, w.Log...)...)
-	defer slog.Info("controller stopped", "controller", w.Name)
+	slog.Info("waiting for caches", append([]any{"controller", w.Name, "workers", max(w.Count, 1)}, w.Log...)...)
+	defer slog.Info("workers stopped", "controller", w.Name)
 	synced := slices.Clone(w.Synced)
 	for _, h := range w.Handlers {
 		synced = append(synced, h.HasSynced)
@@ -133,8 +133,8 @@ func (w Workers) next(ctx context.Context) bool {
 	return true
 }
 
-// RunEvery waits for the caches (synced) to sync, then calls pass at once and every period after
-// until ctx is cancelled: the loop of controllers that look at everything in one pass.
+// RunEvery waits for the caches (synced) to sync, then calls pass at once and every period (> 0)
+// after until ctx is cancelled: the loop of controllers that look at everything in one pass.
 func RunEvery(ctx context.Context, period time.Duration, synced []func() bool, pass func(context.Context)) {
 	if !cache.WaitForCacheSync(ctx, synced...) {
 		return

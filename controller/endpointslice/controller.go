@@ -148,7 +148,7 @@ func indexByService(s *discoveryv1.EndpointSlice) ([]string, error) {
 // Name implements controller.Controller.
 func (c *Controller) Name() string { return Entry.Name }
 
-// Run waits for the informers' caches, then syncs Services on workers goroutines until ctx is
+// Run waits for the informers' caches and its handlers, then syncs Services on workers goroutines until ctx is
 // cancelled. When it returns, its goroutines have ended and its event handlers are removed.
 // Run must be called once.
 func (c *Controller) Run(ctx context.Context, workers int) error {

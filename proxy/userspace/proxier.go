@@ -5,8 +5,9 @@
 // Without root, ClusterIPs from 127.0.0.0/8 work on Linux with no setup, since the kernel routes
 // all of that range to the loopback interface; other ClusterIPs must be addresses of the node.
 //
-// TCP data moves between the two sockets with splice(2) (net.TCPConn.ReadFrom does it when both
-// sides are TCP connections), so bulk transfers cost no copying in Go.
+// TCP data moves between the two sockets in large reads and writes from pooled buffers sized to
+// the traffic (see copyStream): Go code never touches the bytes, and idle connections hold no
+// buffer.
 package userspace
 
 import (

@@ -116,13 +116,12 @@ func (p *Proxier) relay(client, backend *net.TCPConn) {
 	_ = backend.Close()
 }
 
-// pipe copies src to dst until src ends. Both are *net.TCPConn on purpose: dst.ReadFrom(src)
-// then moves the bytes with splice(2) inside the kernel. When src ends cleanly, the end is
+// pipe copies src to dst until src ends (see copyStream). When src ends cleanly, the end is
 // passed on as a half-close, so request/response protocols that close their sending side keep
 // working; on an error (a reset, say) both connections are reset, which passes the abort on
 // and also ends the other direction.
 func pipe(dst, src *net.TCPConn) {
-	if _, err := dst.ReadFrom(src); err != nil {
+	if err := copyStream(dst, src); err != nil {
 		reset(src)
 		reset(dst)
 		return

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/netip"
+	"runtime"
 	"testing"
 	"time"
 
@@ -86,5 +87,46 @@ func TestBufferBudget(t *testing.T) {
 	}
 	if n := inUse.Load(); n != 0 {
 		t.Errorf("%d bytes still in use", n)
+	}
+
+	// With room for less than the largest size but for the next one, that one is handed out.
+	all = all[:0]
+	for range largeBudget/bufferSizes[largest] - 1 {
+		b, class := getBuffer(largest)
+		all = append(all, taken{b, class})
+	}
+	b, class := getBuffer(firstLarge - 1) // small ones count too
+	all = append(all, taken{b, class})
+	b, class = getBuffer(largest)
+	all = append(all, taken{b, class})
+	if class != largest-1 {
+		t.Errorf("class %d handed out with room for class %d", class, largest-1)
+	}
+	for _, tk := range all {
+		putBuffer(tk.b, tk.class)
+	}
+	if n := inUse.Load(); n != 0 {
+		t.Errorf("%d bytes still in use", n)
+	}
+	runtime.GC() // let the pools drop what this test made
+}
+
+func TestNextClass(t *testing.T) {
+	top := len(bufferSizes) - 1
+	for _, tc := range []struct {
+		got, n int
+		full   bool
+		want   int
+	}{
+		{0, bufferSizes[0], true, 1},       // a full read grows
+		{top, bufferSizes[top], true, top}, // up to the largest
+		{2, bufferSizes[2] / 2, false, 2},  // half full stays
+		{2, bufferSizes[2] / 16, false, 1}, // a sixteenth shrinks
+		{0, 5, false, 0},                   // down to the smallest
+		{1, bufferSizes[1] / 16, false, 0},
+	} {
+		if got := nextClass(tc.got, tc.n, tc.full); got != tc.want {
+			t.Errorf("nextClass(%d, %d, %v) = %d, want %d", tc.got, tc.n, tc.full, got, tc.want)
+		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/netip"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -134,39 +133,19 @@ func benchPaths(b *testing.B, backend netip.AddrPort) []benchPath {
 
 // startSinkBackend reads blocks of blockSize bytes and acknowledges each with one byte.
 func startSinkBackend(b *testing.B, blockSize int) netip.AddrPort {
-	ln, err := net.Listen("tcp", netip.AddrPortFrom(backendIP(), 0).String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	return serveBackend(b, func(c *net.TCPConn) {
+		buf := make([]byte, 1<<20)
 		for {
-			c, err := ln.Accept()
-			if err != nil {
+			for left := blockSize; left > 0; {
+				n, err := c.Read(buf[:min(left, len(buf))])
+				if err != nil {
+					return
+				}
+				left -= n
+			}
+			if _, err := c.Write([]byte{1}); err != nil {
 				return
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				buf := make([]byte, 1<<20)
-				for {
-					for left := blockSize; left > 0; {
-						n, err := c.Read(buf[:min(left, len(buf))])
-						if err != nil {
-							return
-						}
-						left -= n
-					}
-					if _, err := c.Write([]byte{1}); err != nil {
-						return
-					}
-				}
-			}()
 		}
-	}()
-	b.Cleanup(func() { _ = ln.Close(); wg.Wait() })
-	return ln.Addr().(*net.TCPAddr).AddrPort()
+	})
 }

@@ -246,33 +246,38 @@ func (b *tcpBackend) stop() {
 	b.wg.Wait()
 }
 
-// echoBackend sends back everything it reads and half-closes when the client does.
-func startEchoBackend(t testing.TB) netip.AddrPort {
+// serveBackend listens on a fresh backend address and serves each connection with serve,
+// until the test ends (the cleanup waits for every connection's serve to return).
+func serveBackend(t testing.TB, serve func(*net.TCPConn)) netip.AddrPort {
 	t.Helper()
 	ln, err := net.Listen("tcp", netip.AddrPortFrom(backendIP(), 0).String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				defer c.Close()
-				_, _ = io.Copy(c, c)
-				_ = c.(*net.TCPConn).CloseWrite()
-			}()
+				serve(c.(*net.TCPConn))
+			})
 		}
-	}()
+	})
 	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
 	return ln.Addr().(*net.TCPAddr).AddrPort()
+}
+
+// startEchoBackend sends back everything it reads and half-closes when the client does.
+func startEchoBackend(t testing.TB) netip.AddrPort {
+	t.Helper()
+	return serveBackend(t, func(c *net.TCPConn) {
+		_, _ = io.Copy(c, c)
+		_ = c.CloseWrite()
+	})
 }
 
 // udpBackend answers every datagram with its name.

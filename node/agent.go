@@ -3,7 +3,6 @@ package node
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -22,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 )
 
 // LeaseNamespace holds the nodes' heartbeat Leases.
@@ -54,6 +54,8 @@ type Agent struct {
 	events *controller.Recorder
 	// port is the HTTP port bound (Options.Port may be 0), reported in the Node's status.
 	port atomic.Int32
+	// clock is the time the pods' lifecycles run on (Options.Clock, or the real one).
+	clock clock.WithTicker
 
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
@@ -78,7 +80,11 @@ func New(c *client.Client, o Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Agent{c: c, o: o, name: name, ips: ips, events: controller.NewRecorder(c).For("kubelet"),
+	clk := o.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Agent{c: c, o: o, name: name, ips: ips, events: controller.NewRecorder(c).For("kubelet"), clock: clk,
 		workers: map[types.UID]*podWorker{}}, nil
 }
 
@@ -309,7 +315,7 @@ func (a *Agent) podChanged(ctx context.Context, p *corev1.Pod) {
 		}
 		return
 	}
-	w := newPodWorker(ctx, a, p)
+	w := newPodWorker(a, p)
 	a.workers[p.UID] = w
 	a.wg.Go(func() {
 		w.run(ctx)
@@ -342,5 +348,3 @@ func (a *Agent) deletePod(ctx context.Context, p *corev1.Pod) {
 		slog.Error("removing pod directory", "pod", p.Namespace+"/"+p.Name, "err", err)
 	}
 }
-
-var errNoCommand = errors.New("container has no command (images are not run; give command or args)")

@@ -2,10 +2,19 @@
 // kube-node-lease, and runs the pods bound to it (field selector spec.nodeName) as local
 // processes, reporting their status.
 //
+// Each pod's lifecycle is two parts. podMachine (machine.go) is a pure state machine: given
+// the pod, process exits, probe results and the time, it decides what to start, restart,
+// probe, signal and report, and the status to write; it does no I/O and reads no clock, and
+// its tests drive it table by table. The pod worker (worker.go) is its executor: one
+// goroutine per pod feeds it and carries out its actions with the runtime (runtime.go:
+// processes and their logs), the probes (probe.go) and the API. Time comes from
+// Options.Clock.
+//
 // Each container runs command+args (a first word "kplane" is this binary) in
 // <data-dir>/pods/<uid>/<container>/, with its env values plus POD_IP, POD_NAME and
-// POD_NAMESPACE, stdout and stderr in LogFile there (a restart renames it to
-// PreviousLogFile), in its own process group with SIGKILL as parent-death signal. Each pod gets
+// POD_NAMESPACE, in its own process group with SIGKILL as parent-death signal. Its stdout
+// and stderr are copied into LogFile there, a time per line (a restart renames it to
+// PreviousLogFile), so logs can be shown with --timestamps, --since and --since-time. Each pod gets
 // one address of --pod-cidr (default 127.77.0.0/16, loopback, so binding $POD_IP:port needs
 // no setup; when the range is used up the pod stays Pending with a FailedCreatePodSandBox
 // event, and is tried again on its next update). Exited containers are
@@ -18,7 +27,9 @@
 // tcpSocket, httpGet to the pod IP by default) run as the kubelet's (probe.go): a container is
 // started once its startup probe passed and ready once its readiness probe passes; failing
 // liveness or startup probes kill it (SIGTERM, then SIGKILL after the grace period) and it is
-// restarted per restartPolicy.
+// restarted per restartPolicy. Unlike the kubelet, a readiness probe that has not passed yet
+// in a run is tried again after 25 ms, doubling up to its period (Unhealthy events at most
+// once a period), so a container is Ready within moments of listening, not a period later.
 //
 // The agent serves HTTP on --address:--port (0: a free port, reported in the Node's
 // status.daemonEndpoints): GET /containerLogs/<ns>/<pod>/<container>, which the apiserver's
@@ -42,8 +53,7 @@
 //     (enableServiceLinks), fileKeyRef.
 //   - sidecars (init containers with restartPolicy Always: such a container stays Waiting
 //     with CreateContainerConfigError saying so, and the pod Pending), ephemeral containers.
-//   - `kubectl logs --timestamps` and --since/--since-time: the log file keeps no time per line,
-//     so these are accepted and ignored. The node's HTTP endpoint is plain and unauthenticated.
+//   - The node's HTTP endpoint is plain and unauthenticated.
 //   - events: Created/Pulled; the involved object has no fieldPath
 //     (spec.containers{name}), the source host is the machine's hostname, not the node name.
 //   - node status beyond Ready (pressure conditions), node shutdown marking pods.

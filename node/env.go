@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -49,26 +48,26 @@ func (s apiObjects) secret(ctx context.Context, ns, name string) (*corev1.Secret
 	return client.Resource[*corev1.Secret](s.c, "secrets").Namespace(ns).Get(ctx, name)
 }
 
-// containerEnv returns c's process environment (KEY=VALUE) and its argv (command then args,
-// $(VAR) references expanded against that environment, as the kubelet does). An error is a
-// *configError.
-func (w *podWorker) containerEnv(pod *corev1.Pod, c *container) (env, argv []string, err error) {
-	ctx, cancel := context.WithTimeout(w.ctx, envTimeout)
+// containerEnv returns a container's process environment (KEY=VALUE) and its argv (command
+// then args, $(VAR) references expanded against that environment, as the kubelet does); dir
+// is its HOME. An error is a *configError.
+func (a *Agent) containerEnv(ctx context.Context, pod *corev1.Pod, podIP string, spec corev1.Container, dir string) (env, argv []string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, envTimeout)
 	defer cancel()
-	vars, err := resolveEnv(ctx, apiObjects{w.a.c}, pod, w.ip, c.spec)
+	vars, err := resolveEnv(ctx, apiObjects{a.c}, pod, podIP, spec)
 	if err != nil {
 		return nil, nil, &configError{err}
 	}
 	lookup := vars.lookup
-	for _, s := range c.spec.Command {
+	for _, s := range spec.Command {
 		argv = append(argv, expand(s, lookup))
 	}
-	for _, s := range c.spec.Args {
+	for _, s := range spec.Args {
 		argv = append(argv, expand(s, lookup))
 	}
 	// PATH and HOME play the part of an image's environment: present unless the container
 	// sets them, but not something $(VAR) can refer to.
-	for _, kv := range []string{"PATH=" + os.Getenv("PATH"), "HOME=" + c.dir} {
+	for _, kv := range []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir} {
 		if _, set := vars.values[kv[:strings.IndexByte(kv, '=')]]; !set {
 			env = append(env, kv)
 		}
@@ -290,18 +289,4 @@ func expand(s string, lookup func(string) (string, bool)) string {
 		}
 	}
 	return b.String()
-}
-
-// configFailed handles a start error that is a *configError, reporting whether it was one:
-// the container waits with reason CreateContainerConfigError and is tried again after
-// BackoffBase (the kubelet retries a failed pod sync after 10 s, the default base), without
-// a restart counted or a termination recorded, since no process ran.
-func (w *podWorker) configFailed(c *container, err error) bool {
-	var ce *configError
-	if !errors.As(err, &ce) {
-		return false
-	}
-	c.waitingReason, c.waitingMessage = "CreateContainerConfigError", err.Error()
-	c.nextStart = time.Now().Add(w.a.o.BackoffBase)
-	return true
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/utils/clock"
 )
 
 // Options are the settings of `kplane node`, named after the kubelet's flags where one exists.
@@ -37,6 +38,8 @@ type Options struct {
 	BackoffBase, BackoffMax time.Duration
 	// ShutdownGrace is how long containers get after SIGTERM when the agent itself stops.
 	ShutdownGrace time.Duration
+	// Clock is the time pods' restarts, probes and status run on; nil is the real clock.
+	Clock clock.WithTicker
 }
 
 // DefaultPodCIDR is the default pod range: loopback, so binding needs no setup.

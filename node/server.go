@@ -1,6 +1,8 @@
 package node
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -69,15 +71,18 @@ func (a *Agent) serve(ctx context.Context, ln net.Listener) {
 
 // logRequest is a parsed /containerLogs request.
 type logRequest struct {
-	follow, previous bool
-	tailLines        int64 // <0: all
-	limitBytes       int64 // <=0: no limit
+	follow, previous, timestamps bool
+	tailLines                    int64 // <0: all
+	limitBytes                   int64 // <=0: no limit
+	since                        time.Time
 }
 
-func parseLogRequest(r *http.Request) (logRequest, error) {
+func parseLogRequest(r *http.Request, now time.Time) (logRequest, error) {
 	q := r.URL.Query()
-	lr := logRequest{follow: isTrueParam(q.Get("follow")), previous: isTrueParam(q.Get("previous")), tailLines: -1}
-	for name, dst := range map[string]*int64{"tailLines": &lr.tailLines, "limitBytes": &lr.limitBytes} {
+	lr := logRequest{follow: isTrueParam(q.Get("follow")), previous: isTrueParam(q.Get("previous")),
+		timestamps: isTrueParam(q.Get("timestamps")), tailLines: -1}
+	var sinceSeconds int64
+	for name, dst := range map[string]*int64{"tailLines": &lr.tailLines, "limitBytes": &lr.limitBytes, "sinceSeconds": &sinceSeconds} {
 		if v := q.Get(name); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 0 {
@@ -86,8 +91,16 @@ func parseLogRequest(r *http.Request) (logRequest, error) {
 			*dst = n
 		}
 	}
-	// timestamps, sinceSeconds and sinceTime are accepted and ignored: the log file keeps no
-	// time per line.
+	if sinceSeconds > 0 {
+		lr.since = now.Add(-time.Duration(sinceSeconds) * time.Second)
+	}
+	if v := q.Get("sinceTime"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return lr, fmt.Errorf("invalid sinceTime %q: %v", v, err)
+		}
+		lr.since = t
+	}
 	return lr, nil
 }
 
@@ -97,7 +110,7 @@ func isTrueParam(v string) bool { return v == "true" || v == "1" }
 // container (the apiserver names it anyway).
 func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {
 	ns, name, ctr := r.PathValue("namespace"), r.PathValue("pod"), r.PathValue("container")
-	lr, err := parseLogRequest(r)
+	lr, err := parseLogRequest(r, a.clock.Now())
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -153,16 +166,17 @@ func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {
 	if lr.limitBytes <= 0 {
 		out.left = -1
 	}
-	if _, err := io.Copy(out, f); err != nil || !lr.follow || lr.previous {
+	lw := &logWriter{out: out, in: bufio.NewReaderSize(f, 64<<10), req: lr}
+	if _, err := lw.copy(); err != nil || !lr.follow || lr.previous {
 		return
 	}
-	a.follow(r.Context(), out, f, ns, name, ctr, w1)
+	a.follow(r.Context(), lw, f, ns, name, ctr, w1)
 }
 
 // follow copies what is appended to f until the request ends, the limit is reached, or the
 // container's run is over: its log file was replaced by a restart, its pod worker is gone,
 // or the pod's status shows it terminated for good. What is left in f is copied first.
-func (a *Agent) follow(ctx context.Context, out *limitedFlusher, f *os.File, ns, name, ctr string, worker *podWorker) {
+func (a *Agent) follow(ctx context.Context, lw *logWriter, f *os.File, ns, name, ctr string, worker *podWorker) {
 	t := time.NewTicker(followPoll)
 	defer t.Stop()
 	path := f.Name()
@@ -174,11 +188,90 @@ func (a *Agent) follow(ctx context.Context, out *limitedFlusher, f *os.File, ns,
 		}
 		// Checked before copying, so the output written before the run ended is not lost.
 		over := a.runOver(f, path, ns, name, ctr, worker)
-		n, err := io.Copy(out, f)
-		if err != nil || out.left == 0 || (over && n == 0) {
+		n, err := lw.copy()
+		if err != nil || lw.out.left == 0 || (over && n == 0) {
 			return
 		}
 	}
+}
+
+// logWriter turns the records of a log file (CRI format, see LogFile) into the text kubectl
+// shows: each record's text, prefixed with its time when asked, records before since left out.
+type logWriter struct {
+	out     *limitedFlusher
+	in      *bufio.Reader
+	req     logRequest
+	partial []byte // the start of a record whose end was not written yet
+}
+
+// copy writes every complete record read from in and reports how many bytes it read.
+func (l *logWriter) copy() (int, error) {
+	read := 0
+	for {
+		chunk, err := l.in.ReadSlice('\n')
+		read += len(chunk)
+		if errors.Is(err, bufio.ErrBufferFull) || (err != nil && len(chunk) > 0) {
+			l.partial = append(l.partial, chunk...)
+			if errors.Is(err, bufio.ErrBufferFull) {
+				continue
+			}
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return read, nil
+			}
+			return read, err
+		}
+		line := chunk
+		if len(l.partial) > 0 {
+			line = append(l.partial, chunk...)
+			l.partial = l.partial[:0]
+		}
+		if err := l.write(line); err != nil {
+			return read, err
+		}
+	}
+}
+
+// write writes one record (with its newline).
+func (l *logWriter) write(line []byte) error {
+	ts, _, tag, text, ok := parseLogRecord(line)
+	if !ok { // not a record (a file written by an older agent): the line as it is
+		_, err := l.out.Write(line)
+		return err
+	}
+	if !l.req.since.IsZero() && ts.Before(l.req.since) {
+		return nil
+	}
+	var buf []byte
+	if l.req.timestamps {
+		buf = ts.AppendFormat(buf, time.RFC3339Nano)
+		buf = append(buf, ' ')
+	}
+	buf = append(buf, text...)
+	if tag == 'F' {
+		buf = append(buf, '\n')
+	}
+	_, err := l.out.Write(buf)
+	return err
+}
+
+// parseLogRecord splits "<time> <stream> <F|P> <text>\n".
+func parseLogRecord(line []byte) (ts time.Time, stream string, tag byte, text []byte, ok bool) {
+	line = bytes.TrimSuffix(line, []byte{'\n'})
+	t, rest, found := bytes.Cut(line, []byte{' '})
+	if !found {
+		return
+	}
+	st, rest, found := bytes.Cut(rest, []byte{' '})
+	if !found || len(rest) < 2 || (rest[0] != 'F' && rest[0] != 'P') || rest[1] != ' ' {
+		return
+	}
+	ts, err := time.Parse(time.RFC3339Nano, string(t))
+	if err != nil {
+		return
+	}
+	return ts, string(st), rest[0], rest[2:], true
 }
 
 func (a *Agent) runOver(f *os.File, path, ns, name, ctr string, worker *podWorker) bool {

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -147,6 +149,20 @@ func TestKubectlLogs(t *testing.T) {
 	if out := k.ok("logs", "pod/web", "-c", "main"); out != "one\ntwo\n" {
 		t.Errorf("-c main: %q", out)
 	}
+	// Each line has the time it was written: --timestamps shows it, --since filters by it.
+	stamped := strings.Split(strings.TrimSuffix(k.ok("logs", "web", "--timestamps"), "\n"), "\n")
+	for i, want := range []string{"one", "two"} {
+		ts, text, _ := strings.Cut(stamped[min(i, len(stamped)-1)], " ")
+		if at, err := time.Parse(time.RFC3339Nano, ts); err != nil || time.Since(at) > time.Minute || text != want || len(stamped) != 2 {
+			t.Errorf("--timestamps: %q", stamped)
+		}
+	}
+	if out := k.ok("logs", "web", "--since=1h"); out != "one\ntwo\n" {
+		t.Errorf("--since=1h: %q", out)
+	}
+	if out := k.ok("logs", "web", "--since-time="+time.Now().Add(time.Hour).Format(time.RFC3339)); out != "" {
+		t.Errorf("--since-time in the future: %q", out)
+	}
 	if e := k.fails("logs", "web", "-c", "nope"); !strings.Contains(e, "container nope is not valid for pod web") {
 		t.Errorf("unknown container: %s", e)
 	}
@@ -271,5 +287,38 @@ func TestKubectlLogsErrors(t *testing.T) {
 	disc := k.ok("get", "--raw", "/api/v1")
 	if !strings.Contains(disc, `"name":"pods/log"`) {
 		t.Errorf("pods/log not in discovery: %s", disc)
+	}
+}
+
+// TestLogWriter: records become their text; partial records join the next; a record cut
+// by the end of what was written so far is kept until its end arrives.
+func TestLogWriter(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 600, time.UTC)
+	ts := at.Format(time.RFC3339Nano)
+	file := ts + " stdout F one\n" + ts + " stderr P tw\n" + ts + " stderr F o\nnot a record\n" + ts + " stdout F thr"
+	cases := []struct {
+		name string
+		req  logRequest
+		want string
+	}{
+		{"plain", logRequest{}, "one\ntwo\nnot a record\n"},
+		{"timestamps", logRequest{timestamps: true}, ts + " one\n" + ts + " tw" + ts + " o\nnot a record\n"},
+		{"since after", logRequest{since: at.Add(time.Second)}, "not a record\n"},
+	}
+	for _, tc := range cases {
+		var out bytes.Buffer
+		rec := httptest.NewRecorder()
+		rec.Body = &out
+		lw := &logWriter{out: &limitedFlusher{w: rec, rc: http.NewResponseController(rec), left: -1},
+			in: bufio.NewReaderSize(strings.NewReader(file), 16), req: tc.req}
+		if _, err := lw.copy(); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if out.String() != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, out.String(), tc.want)
+		}
+		if string(lw.partial) != ts+" stdout F thr" {
+			t.Errorf("%s: kept %q of the unfinished record", tc.name, lw.partial)
+		}
 	}
 }

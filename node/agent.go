@@ -199,13 +199,7 @@ func (a *Agent) nodeObject() *corev1.Node {
 // fillStatus sets the status the agent reports: addresses, capacity, node info and a fresh
 // Ready heartbeat (the transition time kept while Ready stays True).
 func (a *Agent) fillStatus(n *corev1.Node) {
-	capacity := corev1.ResourceList{
-		corev1.ResourceCPU:  *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
-		corev1.ResourcePods: *resource.NewQuantity(maxPods, resource.DecimalSI),
-	}
-	if mem := memTotal(); mem > 0 {
-		capacity[corev1.ResourceMemory] = *resource.NewQuantity(mem, resource.BinarySI)
-	}
+	capacity := a.capacity()
 	n.Status.Capacity, n.Status.Allocatable = capacity, capacity.DeepCopy()
 	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: a.name}}
 	n.Status.NodeInfo.OperatingSystem, n.Status.NodeInfo.Architecture = runtime.GOOS, runtime.GOARCH
@@ -225,6 +219,18 @@ func (a *Agent) fillStatus(n *corev1.Node) {
 		}
 	}
 	n.Status.Conditions = append(n.Status.Conditions, ready)
+}
+
+// capacity is what the machine has: its CPUs, its memory, and the pods it takes.
+func (a *Agent) capacity() corev1.ResourceList {
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:  *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
+		corev1.ResourcePods: *resource.NewQuantity(maxPods, resource.DecimalSI),
+	}
+	if mem := memTotal(); mem > 0 {
+		capacity[corev1.ResourceMemory] = *resource.NewQuantity(mem, resource.BinarySI)
+	}
+	return capacity
 }
 
 // postStatus refreshes the Node's status (the Ready heartbeat), retrying once on a conflict.
@@ -344,7 +350,7 @@ func (a *Agent) deletePod(ctx context.Context, p *corev1.Pod) {
 	if err != nil && !client.IsNotFound(err) && !client.IsConflict(err) && ctx.Err() == nil {
 		slog.Error("deleting pod", "pod", p.Namespace+"/"+p.Name, "err", err)
 	}
-	if err := os.RemoveAll(a.podDir(uid)); err != nil {
+	if err := a.removePodDir(a.podDir(uid)); err != nil {
 		slog.Error("removing pod directory", "pod", p.Namespace+"/"+p.Name, "err", err)
 	}
 }

@@ -31,6 +31,22 @@
 // in a run is tried again after 25 ms, doubling up to its period (Unhealthy events at most
 // once a period), so a container is Ready within moments of listening, not a period later.
 //
+// Volumes (volumes.go) are prepared before a pod's containers start, under
+// <data-dir>/pods/<uid>/volumes/<name>: emptyDir (medium Memory as a tmpfs), configMap,
+// secret, downwardAPI and projected (configMap, secret, downwardAPI, serviceAccountToken from
+// the TokenRequest API, renewed at 80% of its life) written the kubelet's way — the files
+// are links into a "..data" link to a content directory, swapped in one rename when the
+// source changes (every --sync-frequency, 10 s, and on label or annotation changes) —
+// hostPath (with its type's checks) and persistentVolumeClaim (the bound volume's hostPath
+// or local path). A volume that cannot be prepared (a ConfigMap that does not exist yet)
+// keeps the pod's containers in ContainerCreating with a FailedMount event, tried again
+// after 0.5 s doubling to 8 s. A container with volumeMounts runs in a mount namespace of
+// its own (node/mountns) in which each volume, or its subPath, is bind-mounted at its
+// mountPath (ConfigMap, Secret, downward API and projected volumes read-only, as the
+// kubelet mounts them); nothing is created on the host. That needs root: elsewhere such a
+// container waits with CreateContainerConfigError saying so, never runs without its files.
+// Exec probes run in the container's namespace too.
+//
 // The agent serves HTTP on --address:--port (0: a free port, reported in the Node's
 // status.daemonEndpoints): GET /containerLogs/<ns>/<pod>/<container>, which the apiserver's
 // pods/log proxies to, with follow, previous, tailLines and limitBytes.
@@ -49,8 +65,10 @@
 // TODO (issue 6, not done yet):
 //   - probes: grpc, httpGet with scheme HTTPS; a container killed by a liveness probe whose
 //     process exits 0 is not restarted under OnFailure (the kubelet restarts it).
-//   - env: resourceFieldRef (fails the container start today), service link variables
-//     (enableServiceLinks), fileKeyRef.
+//   - env: resourceFieldRef (fails the container start today; downward API volumes have it),
+//     service link variables (enableServiceLinks), fileKeyRef.
+//   - volumes: mount namespaces without root (a user namespace); the volume types of
+//     clusters (nfs, csi, iscsi, ephemeral, image, ...), which fail with FailedMount.
 //   - sidecars (init containers with restartPolicy Always: such a container stays Waiting
 //     with CreateContainerConfigError saying so, and the pod Pending), ephemeral containers.
 //   - The node's HTTP endpoint is plain and unauthenticated.

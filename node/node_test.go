@@ -13,6 +13,7 @@ import (
 
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/internal/testserver"
+	"golang.org/x/sys/unix"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,6 +41,7 @@ func startAgent(t *testing.T, c *client.Client, name, cidr string) *Agent {
 	o := DefaultOptions()
 	o.HostnameOverride, o.DataDir, o.PodCIDR, o.Port = name, t.TempDir(), cidr, 0
 	o.RenewInterval, o.StatusInterval, o.BackoffBase, o.BackoffMax = 100*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond, 200*time.Millisecond
+	o.SyncFrequency = 200 * time.Millisecond
 	a, err := New(c, o)
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +58,11 @@ func startAgent(t *testing.T, c *client.Client, name, cidr string) *Agent {
 			}
 		case <-time.After(20 * time.Second):
 			t.Error("agent did not stop")
+		}
+		// A stopped agent leaves its pods' directories for its next start, memory-backed
+		// emptyDirs mounted too; the test's directory must go.
+		for _, m := range mountsUnder(o.DataDir) {
+			_ = unix.Unmount(m, unix.MNT_DETACH)
 		}
 	})
 	return a

@@ -36,6 +36,10 @@ type Options struct {
 	// BackoffBase and BackoffMax pace the restarts of exited containers (doubling per
 	// consecutive quick exit, as the kubelet's CrashLoopBackOff).
 	BackoffBase, BackoffMax time.Duration
+	// SyncFrequency is how often the files of a pod's ConfigMap, Secret, downward API and
+	// projected volumes are brought up to date (the kubelet's --sync-frequency, whose
+	// default is a minute; 10 s here, one machine's API server can take it).
+	SyncFrequency time.Duration
 	// ShutdownGrace is how long containers get after SIGTERM when the agent itself stops.
 	ShutdownGrace time.Duration
 	// Clock is the time pods' restarts, probes and status run on; nil is the real clock.
@@ -62,6 +66,7 @@ func DefaultOptions() Options {
 		BackoffBase:    10 * time.Second,
 		BackoffMax:     5 * time.Minute,
 		ShutdownGrace:  2 * time.Second,
+		SyncFrequency:  10 * time.Second,
 	}
 }
 
@@ -76,6 +81,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Port, "port", o.Port, "port the agent serves HTTP (container logs) on; 0 picks a free port")
 	fs.DurationVar(&o.RenewInterval, "node-lease-renew-interval", o.RenewInterval, "how often the node's Lease is renewed")
 	fs.DurationVar(&o.StatusInterval, "node-status-update-frequency", o.StatusInterval, "how often the node posts its status")
+	fs.DurationVar(&o.SyncFrequency, "sync-frequency", o.SyncFrequency, "how often the files of ConfigMap, Secret, downward API and projected volumes are brought up to date")
 }
 
 // Validate reports every invalid setting at once.
@@ -96,7 +102,8 @@ func (o Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--address: %w", err))
 	}
 	for name, d := range map[string]time.Duration{"lease duration": o.LeaseDuration, "--node-lease-renew-interval": o.RenewInterval,
-		"--node-status-update-frequency": o.StatusInterval, "backoff base": o.BackoffBase, "backoff max": o.BackoffMax} {
+		"--node-status-update-frequency": o.StatusInterval, "backoff base": o.BackoffBase, "backoff max": o.BackoffMax,
+		"--sync-frequency": o.SyncFrequency} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive", name))
 		}

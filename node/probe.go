@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kplane/kplane/node/mountns"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -31,6 +32,9 @@ type probeRun struct {
 	ports []corev1.ContainerPort
 	env   []string
 	dir   string
+	// start starts an exec probe's command in the container (its mount namespace); nil
+	// starts it as it is.
+	start func(*exec.Cmd) (*mountns.Process, error)
 }
 
 // maxProbeOutput bounds the output of an exec probe or body kept for the log.
@@ -81,7 +85,15 @@ func (r probeRun) exec(ctx context.Context, a *corev1.ExecAction) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second // a grandchild holding the output pipe must not hold us
-	err := cmd.Run()
+	var err error
+	if r.start != nil {
+		var p *mountns.Process
+		if p, err = r.start(cmd); err == nil {
+			err = p.Wait()
+		}
+	} else {
+		err = cmd.Run()
+	}
 	if cmd.Process != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // leftovers of the group
 	}

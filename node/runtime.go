@@ -1,17 +1,20 @@
 package node
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/kplane/kplane/node/mountns"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 )
@@ -25,7 +28,12 @@ type containerRun struct {
 	env  []string
 	dir  string
 	cmd  *exec.Cmd
-	logs *logCopier
+	proc *mountns.Process
+	// namespaced: the run has a mount namespace of its own (it has volume mounts), entered
+	// by exec and probes; root is its root in there ("" for the host's).
+	namespaced bool
+	root       string
+	logs       *logCopier
 }
 
 // startContainer starts a run of spec: command+args ("kplane" as the first word is this
@@ -61,6 +69,10 @@ func (a *Agent) startContainer(ctx context.Context, w *podWorker, pod *corev1.Po
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
+	mounts, err := w.mounts(spec, env)
+	if err != nil {
+		return nil, err
+	}
 	// Each run gets a fresh LogFile; the last run's output is kept for `kubectl logs --previous`.
 	logPath := filepath.Join(cdir, LogFile)
 	prevPath := filepath.Join(cdir, PreviousLogFile)
@@ -74,7 +86,13 @@ func (a *Agent) startContainer(ctx context.Context, w *podWorker, pod *corev1.Po
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir, cmd.Stdout, cmd.Stderr, cmd.Env = dir, stdout, stderr, env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	err = cmd.Start()
+	work := filepath.Join(a.podDir(pod.UID), ".ns", spec.Name)
+	if len(mounts) > 0 {
+		if err := os.MkdirAll(work, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	proc, root, err := mountns.Start(cmd, mounts, work, mountns.Hooks{})
 	// The child has its own copies of the pipes' write ends; ours must close for the copier
 	// to see the end of the output.
 	stdout.Close()
@@ -83,17 +101,111 @@ func (a *Agent) startContainer(ctx context.Context, w *podWorker, pod *corev1.Po
 		logs.abandon()
 		// Nothing ran: give back the last run's log, so --previous still shows it.
 		_ = os.Rename(prevPath, logPath)
+		if mountns.Supported() != nil && len(mounts) > 0 {
+			// The machine allows no mount namespace: say so and keep the pod waiting, never
+			// run it without its files.
+			return nil, &configError{err}
+		}
 		return nil, err
 	}
 	logs.start()
-	return &containerRun{name: spec.Name, run: s.run, spec: spec, env: env, dir: dir, cmd: cmd, logs: logs}, nil
+	return &containerRun{name: spec.Name, run: s.run, spec: spec, env: env, dir: dir, cmd: cmd, proc: proc,
+		namespaced: len(mounts) > 0, root: root, logs: logs}, nil
+}
+
+// mounts lists where the container sees the pod's volumes: each volumeMount's volume (or
+// its subPath, created in the volume when missing; subPathExpr expanded against env) at its
+// mountPath.
+func (w *podWorker) mounts(spec corev1.Container, env []string) ([]mountns.Mount, error) {
+	w.mu.Lock()
+	vols := w.volumes
+	w.mu.Unlock()
+	var out []mountns.Mount
+	for _, vm := range spec.VolumeMounts {
+		v, ok := vols[vm.Name]
+		if !ok {
+			return nil, &configError{fmt.Errorf("volume %q is not set up", vm.Name)}
+		}
+		src := v.path
+		sub := vm.SubPath
+		if vm.SubPathExpr != "" {
+			sub = expand(vm.SubPathExpr, envLookup(env))
+		}
+		if sub != "" {
+			var err error
+			if src, err = subPath(v.path, sub); err != nil {
+				return nil, &configError{fmt.Errorf("volume %q subPath %q: %w", vm.Name, sub, err)}
+			}
+		}
+		out = append(out, mountns.Mount{Source: src, Target: vm.MountPath, ReadOnly: vm.ReadOnly || v.readOnly})
+	}
+	return out, nil
+}
+
+// subPath is the path of sub inside the volume at root, created as a directory if it does
+// not exist; it may not leave the volume, through ".." or symbolic links.
+func subPath(root, sub string) (string, error) {
+	if filepath.IsAbs(sub) || strings.HasPrefix(filepath.Clean(sub), "..") {
+		return "", errors.New("must be a relative path inside the volume")
+	}
+	p := filepath.Join(root, sub)
+	if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return "", err
+		}
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", err
+	}
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", err
+	}
+	if real != realRoot && !strings.HasPrefix(real, realRoot+"/") {
+		return "", errors.New("leaves the volume")
+	}
+	return real, nil
+}
+
+// envLookup looks names up in a KEY=VALUE environment.
+func envLookup(env []string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		for _, kv := range env {
+			if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+				return v, true
+			}
+		}
+		return "", false
+	}
+}
+
+// startProcess starts cmd in the run's environment, as exec and exec probes need: its
+// environment and working directory unless cmd sets them, its own process group, and the
+// run's mount namespace. Wait for it with the returned Process, never cmd.Wait.
+func (r *containerRun) startProcess(cmd *exec.Cmd) (*mountns.Process, error) {
+	if cmd.Env == nil {
+		cmd.Env = r.env
+	}
+	if cmd.Dir == "" {
+		cmd.Dir = r.dir
+	}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid, cmd.SysProcAttr.Pdeathsig = true, syscall.SIGKILL
+	if r.namespaced {
+		return mountns.Enter(cmd, r.cmd.Process.Pid, r.root, mountns.Hooks{})
+	}
+	p, _, err := mountns.Start(cmd, nil, "", mountns.Hooks{})
+	return p, err
 }
 
 // wait waits for the run's process to exit, kills what it left behind in its process group,
 // lets the copier write the last output, and returns the exit code (128+n for a signal)
 // and a reason overriding Completed/Error ("" for none).
 func (r *containerRun) wait() (int32, string) {
-	_ = r.cmd.Wait()
+	_ = r.proc.Wait()
 	killGroup(r.cmd.Process.Pid, syscall.SIGKILL)
 	r.logs.finish()
 	ps := r.cmd.ProcessState
@@ -120,7 +232,7 @@ type logCopier struct {
 	readers [2]*os.File
 }
 
-// maxLogLine is the longest piece of a line written as one record; longer lines are split
+// maxLogLine is the most read from a container's output at once; a longer line is split
 // into partial (P) records, as the CRI log format does.
 const maxLogLine = 16 << 10
 
@@ -191,18 +303,22 @@ func (l *logCopier) finish() {
 }
 
 func (l *logCopier) copy(r io.Reader, stream string) {
-	br := bufio.NewReaderSize(r, maxLogLine)
+	buf := make([]byte, maxLogLine)
 	for {
-		line, err := br.ReadSlice('\n')
-		switch {
-		case err == nil:
-			l.record(stream, 'F', line[:len(line)-1])
-		case errors.Is(err, bufio.ErrBufferFull):
-			l.record(stream, 'P', line)
-		default:
-			if len(line) > 0 { // the last line, without its newline
-				l.record(stream, 'F', line)
+		n, err := r.Read(buf)
+		// Complete lines are full records; what follows the last newline is written at
+		// once as a partial record (a prompt, a progress bar), not held back until a
+		// newline that may never come.
+		for data := buf[:n]; len(data) > 0; {
+			i := bytes.IndexByte(data, '\n')
+			if i < 0 {
+				l.record(stream, 'P', data)
+				break
 			}
+			l.record(stream, 'F', data[:i])
+			data = data[i+1:]
+		}
+		if err != nil {
 			return
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -48,13 +49,20 @@ type podWorker struct {
 	// runs are the containers' current or last runs, by container index (nil: never
 	// started); the log server and exec read them under mu.
 	runs []*containerRun
-	wake chan struct{}
+	// volumes are the pod's volumes once set up (nil before), by name.
+	volumes map[string]podVolume
+	wake    chan struct{}
 
 	// Owned by run.
 	ip           string
 	exits        chan exitReport
 	probeResults chan probeReport
 	probing      sync.WaitGroup
+	// tokens are the service-account tokens of projected volumes, by audience/expiration.
+	tokens map[string]cachedToken
+	// volumesOf is the pod the volumes were last written for (its labels and annotations
+	// feed downward API files).
+	volumesOf *corev1.Pod
 }
 
 type exitReport struct {
@@ -71,7 +79,7 @@ type probeReport struct {
 }
 
 func newPodWorker(a *Agent, p *corev1.Pod) *podWorker {
-	return &podWorker{a: a, uid: p.UID, pod: p, wake: make(chan struct{}, 1)}
+	return &podWorker{a: a, uid: p.UID, pod: p, wake: make(chan struct{}, 1), tokens: map[string]cachedToken{}}
 }
 
 func (w *podWorker) update(p *corev1.Pod) {
@@ -139,6 +147,9 @@ func (w *podWorker) run(ctx context.Context) {
 	apiCtx := ctx
 	timer := clk.NewTimer(time.Hour)
 	defer timer.Stop()
+	// Volumes follow their sources (ConfigMaps, Secrets, tokens) at this pace.
+	resync := clk.NewTicker(w.a.o.SyncFrequency)
+	defer resync.Stop()
 	done := ctx.Done()
 	for {
 		w.execute(apiCtx, probeCtx, m)
@@ -166,6 +177,13 @@ func (w *podWorker) run(ctx context.Context) {
 				m.Removed(clk.Now())
 			} else {
 				m.Update(pod, clk.Now())
+				if v := w.volumesOf; v != nil && (!maps.Equal(v.Labels, pod.Labels) || !maps.Equal(v.Annotations, pod.Annotations)) {
+					w.refreshVolumes(apiCtx, pod)
+				}
+			}
+		case <-resync.C():
+			if pod, removed := w.latest(); !removed && w.volumesOf != nil && done != nil {
+				w.refreshVolumes(apiCtx, pod)
 			}
 		case e := <-w.exits:
 			m.Exited(e.index, e.run, e.code, e.reason, e.at)
@@ -209,15 +227,39 @@ func (w *podWorker) execute(ctx, probeCtx context.Context, m *podMachine) {
 			w.a.deletePod(ctx, pod)
 		}
 		if a.removeDir {
-			_ = os.RemoveAll(w.a.podDir(w.uid))
+			_ = w.a.removePodDir(w.a.podDir(w.uid))
 		}
 	}
 }
 
-// setup prepares what the pod's containers share before any of them starts.
-// TODO(issue 11): volumes.
-func (w *podWorker) setup(context.Context, *corev1.Pod) error {
-	return os.MkdirAll(w.a.podDir(w.uid), 0o755)
+// setup prepares what the pod's containers share before any of them starts: its
+// directory and its volumes.
+func (w *podWorker) setup(ctx context.Context, pod *corev1.Pod) error {
+	if err := os.MkdirAll(w.a.podDir(w.uid), 0o755); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, envTimeout)
+	defer cancel()
+	vols, err := w.setupVolumes(ctx, pod)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.volumes = vols
+	w.mu.Unlock()
+	w.volumesOf = pod
+	return nil
+}
+
+// refreshVolumes brings the volumes' files up to date; a source that cannot be read now
+// (a ConfigMap deleted) leaves its volume as it was, as the kubelet does.
+func (w *podWorker) refreshVolumes(ctx context.Context, pod *corev1.Pod) {
+	ctx, cancel := context.WithTimeout(ctx, envTimeout)
+	defer cancel()
+	if _, err := w.setupVolumes(ctx, pod); err != nil && ctx.Err() == nil {
+		w.log().Info("volumes not brought up to date", "err", err)
+	}
+	w.volumesOf = pod
 }
 
 // start starts a container's run and reports it to the machine.
@@ -267,7 +309,7 @@ func (w *podWorker) probe(ctx context.Context, p probeAction) {
 	if r == nil || r.run != p.run {
 		return
 	}
-	run := probeRun{spec: p.spec, podIP: w.ip, ports: r.spec.Ports, env: r.env, dir: r.dir}
+	run := probeRun{spec: p.spec, podIP: w.ip, ports: r.spec.Ports, env: r.env, dir: r.dir, start: r.startProcess}
 	w.probing.Go(func() {
 		rep := probeReport{probeAction: p}
 		rep.ok, rep.msg = run.do(ctx)

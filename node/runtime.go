@@ -101,9 +101,9 @@ func (a *Agent) startContainer(ctx context.Context, w *podWorker, pod *corev1.Po
 		logs.abandon()
 		// Nothing ran: give back the last run's log, so --previous still shows it.
 		_ = os.Rename(prevPath, logPath)
-		if mountns.Supported() != nil && len(mounts) > 0 {
-			// The machine allows no mount namespace: say so and keep the pod waiting, never
-			// run it without its files.
+		if len(mounts) > 0 {
+			// The mounts could not be made (the machine allows no mount namespace, a mount
+			// path is a file): say so and keep the pod waiting, never run it without its files.
 			return nil, &configError{err}
 		}
 		return nil, err

@@ -116,7 +116,7 @@ func (w *podWorker) emptyDir(dir string, s *corev1.EmptyDirVolumeSource) error {
 	if err := os.Chmod(dir, 0o777); err != nil { // as the kubelet: any user of the pod may write
 		return err
 	}
-	if s.Medium != corev1.StorageMediumMemory || mountns.Supported() != nil || isMountPoint(dir) {
+	if s.Medium != corev1.StorageMediumMemory || !mountns.Privileged() || isMountPoint(dir) {
 		return nil
 	}
 	opts := "mode=1777"

@@ -16,7 +16,11 @@
 // in another namespace must never run other goroutines (Go starts no other thread from a
 // locked one, and a goroutine that ends locked ends its thread).
 //
-// Making mount namespaces this way needs root (CAP_SYS_ADMIN in the host's user namespace).
+// Without root, the process gets a user namespace too (the agent's user is root in it, as in
+// rootless containers), and the mounts are made by the agent's own binary, started again in
+// the new namespaces (see userns.go) before it executes the process; a second process
+// enters those namespaces with nsenter(1) from util-linux. Where the machine allows no user
+// namespace either, Start fails and says so.
 package mountns
 
 import (
@@ -63,13 +67,9 @@ type Hooks struct {
 	After  func()
 }
 
-// Supported reports why this process cannot make mount namespaces (nil: it can).
-func Supported() error {
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("mount namespaces for container volumes need root; the node agent runs as uid %d", os.Geteuid())
-	}
-	return nil
-}
+// Privileged says whether this process makes mount namespaces itself (root), rather than
+// through a user namespace.
+func Privileged() bool { return os.Geteuid() == 0 }
 
 // Start starts cmd in a new mount namespace in which each mount's Source is seen at its
 // Target. work is a directory on the host for the namespace's scratch mount points (it
@@ -77,29 +77,38 @@ func Supported() error {
 // root), to give Enter. With no mounts, cmd starts in the host's namespace.
 func Start(cmd *exec.Cmd, mounts []Mount, work string, h Hooks) (*Process, string, error) {
 	var root string
-	p, err := startLocked(cmd, h, func() error {
+	p, err := startLocked(cmd, h, func() (func() error, error) {
 		if len(mounts) == 0 {
-			return nil
+			return nil, nil
 		}
-		if err := Supported(); err != nil {
-			return err
+		if !Privileged() {
+			check, err := inUserNamespace(cmd, mounts, work)
+			if err != nil {
+				return nil, err
+			}
+			return func() error {
+				if err := check(); err != nil {
+					return fmt.Errorf("setting up the container's mounts in a user namespace: %w", err)
+				}
+				return nil
+			}, nil
 		}
 		if err := unix.Unshare(unix.CLONE_FS | unix.CLONE_NEWNS); err != nil {
-			return fmt.Errorf("new mount namespace: %w", err)
+			return nil, fmt.Errorf("new mount namespace: %w", err)
 		}
 		// Nothing mounted here may reach the host's namespace.
 		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
-			return fmt.Errorf("making the mounts of the namespace private: %w", err)
+			return nil, fmt.Errorf("making the mounts of the namespace private: %w", err)
 		}
 		b := &builder{work: work}
 		if err := b.mountAll(mounts); err != nil {
-			return err
+			return nil, err
 		}
 		root = b.root
 		if root != "" {
 			cmd.SysProcAttr.Chroot = root
 		}
-		return nil
+		return nil, nil
 	})
 	if err != nil {
 		return nil, "", err
@@ -110,28 +119,35 @@ func Start(cmd *exec.Cmd, mounts []Mount, work string, h Hooks) (*Process, strin
 // Enter starts cmd in the mount namespace of the process pid (started by Start with the
 // root it returned).
 func Enter(cmd *exec.Cmd, pid int, root string, h Hooks) (*Process, error) {
-	return startLocked(cmd, h, func() error {
+	return startLocked(cmd, h, func() (func() error, error) {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d/ns/mnt", pid)); err != nil {
+			return nil, fmt.Errorf("the container's mount namespace: %w", err)
+		}
+		if !Privileged() {
+			return enterUserNamespace(cmd, pid)
+		}
 		ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/mnt", pid))
 		if err != nil {
-			return fmt.Errorf("the container's mount namespace: %w", err)
+			return nil, fmt.Errorf("the container's mount namespace: %w", err)
 		}
 		defer ns.Close()
 		if err := unix.Unshare(unix.CLONE_FS); err != nil {
-			return err
+			return nil, err
 		}
 		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNS); err != nil {
-			return fmt.Errorf("entering the container's mount namespace: %w", err)
+			return nil, fmt.Errorf("entering the container's mount namespace: %w", err)
 		}
 		if root != "" {
 			cmd.SysProcAttr.Chroot = root
 		}
-		return nil
+		return nil, nil
 	})
 }
 
 // startLocked runs prepare and starts cmd on a thread of its own, which then waits for the
-// process and ends with it.
-func startLocked(cmd *exec.Cmd, h Hooks, prepare func() error) (*Process, error) {
+// process and ends with it. A check prepare returns runs once the process has started; its
+// error stops it.
+func startLocked(cmd *exec.Cmd, h Hooks, prepare func() (check func() error, err error)) (*Process, error) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
@@ -141,7 +157,7 @@ func startLocked(cmd *exec.Cmd, h Hooks, prepare func() error) (*Process, error)
 		// Never unlocked: the thread may be in another namespace, so it ends with the goroutine.
 		runtime.LockOSThread()
 		defer close(p.done)
-		err := prepare()
+		check, err := prepare()
 		if err == nil && h.Before != nil {
 			err = h.Before()
 		}
@@ -149,6 +165,11 @@ func startLocked(cmd *exec.Cmd, h Hooks, prepare func() error) (*Process, error)
 			err = cmd.Start()
 			if h.After != nil {
 				h.After()
+			}
+		}
+		if err == nil && check != nil {
+			if err = check(); err != nil {
+				_ = cmd.Wait()
 			}
 		}
 		started <- err

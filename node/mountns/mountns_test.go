@@ -10,12 +10,13 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func needRoot(t *testing.T) {
 	t.Helper()
-	if err := Supported(); err != nil {
-		t.Skip(err)
+	if !Privileged() {
+		t.Skip("not root: the user-namespace path is tested by TestUnprivileged")
 	}
 }
 
@@ -148,5 +149,118 @@ func TestStartErrors(t *testing.T) {
 		} else if cmd.Process != nil {
 			t.Errorf("%+v: a process was started", m)
 		}
+	}
+}
+
+// unprivilegedEnv makes the test binary run unprivilegedScenario instead of its tests.
+const unprivilegedEnv = "KPLANE_MOUNTNS_TEST_SCENARIO"
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(unprivilegedEnv); dir != "" {
+		unprivilegedScenario(dir)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// unprivilegedScenario runs as a user that is not root: a process with a volume at a path
+// missing on the host, a second process entering its namespaces, and a bad mount.
+func unprivilegedScenario(dir string) {
+	fail := func(format string, args ...any) {
+		fmt.Printf("FAIL "+format+"\n", args...)
+		os.Exit(1)
+	}
+	cmd := exec.Command("/bin/sh", "-c", "cat /kplane-unprivileged/data/hello; echo; id -u; echo > ready; exec sleep 30")
+	cmd.Dir = filepath.Join(dir, "work") // writable by this user
+	outPath := filepath.Join(dir, "work", "out")
+	out, err := os.Create(outPath)
+	if err != nil {
+		fail("%v", err)
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	p, _, err := Start(cmd, []Mount{{Source: filepath.Join(dir, "vol"), Target: "/kplane-unprivileged/data", ReadOnly: true}}, filepath.Join(dir, "work"), Hooks{})
+	if err != nil {
+		fail("start: %v", err)
+	}
+	for i := 0; ; i++ {
+		if _, err := os.Stat(filepath.Join(dir, "work", "ready")); err == nil {
+			break
+		}
+		if i == 500 {
+			fail("the process did not get going")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	enter := exec.Command("/bin/sh", "-c", "cat hello; touch x 2>/dev/null || echo read-only")
+	enter.Dir = "/kplane-unprivileged/data"
+	var entered bytes.Buffer
+	enter.Stdout, enter.Stderr = &entered, &entered
+	q, err := Enter(enter, cmd.Process.Pid, "", Hooks{})
+	if err == nil {
+		err = q.Wait()
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	_ = p.Wait()
+	bad := exec.Command("/bin/true")
+	bad.SysProcAttr = &syscall.SysProcAttr{}
+	_, _, badErr := Start(bad, []Mount{{Source: filepath.Join(dir, "missing"), Target: "/x"}}, filepath.Join(dir, "work2"), Hooks{})
+	started, _ := os.ReadFile(outPath)
+	fmt.Printf("started: %q\nentered: %q %v\nbad: %v\n", started, entered.String(), err, badErr)
+}
+
+// TestUnprivileged runs the scenario as nobody (uid 65534), in a user namespace.
+func TestUnprivileged(t *testing.T) {
+	if !Privileged() {
+		t.Skip("needs root to become another user")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "kplane-mountns-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	for _, d := range []string{dir, filepath.Join(dir, "vol")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{"work", "work2"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o777); err != nil {
+			t.Fatal(err)
+		}
+		_ = os.Chmod(filepath.Join(dir, d), 0o777)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "vol", "hello"), []byte("hi"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyPath := filepath.Join(dir, "mountns.test")
+	if err := os.WriteFile(copyPath, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(copyPath, "-test.run=^$")
+	cmd.Env = []string{unprivilegedEnv + "=" + dir, "PATH=" + os.Getenv("PATH")}
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		if strings.Contains(string(out), "operation not permitted") && strings.Contains(string(out), "start:") {
+			t.Skipf("this machine allows no user namespace to nobody: %s", out)
+		}
+		t.Fatalf("%v: %s", err, out)
+	}
+	want := "started: \"hi\\n0\\n\"\nentered: \"hiread-only\\n\" <nil>\nbad: setting up the container's mounts in a user namespace: mounting "
+	if !strings.HasPrefix(string(out), want) {
+		t.Errorf("scenario output:\n%s\nwant prefix:\n%s", out, want)
 	}
 }

@@ -43,8 +43,10 @@
 // after 0.5 s doubling to 8 s. A container with volumeMounts runs in a mount namespace of
 // its own (node/mountns) in which each volume, or its subPath, is bind-mounted at its
 // mountPath (ConfigMap, Secret, downward API and projected volumes read-only, as the
-// kubelet mounts them); nothing is created on the host. That needs root: elsewhere such a
-// container waits with CreateContainerConfigError saying so, never runs without its files.
+// kubelet mounts them); nothing is created on the host. As root the agent makes the
+// namespace itself; otherwise in a user namespace (the agent's user is root in there). Where
+// the machine allows neither, such a container waits with CreateContainerConfigError saying
+// why, and never runs without its files.
 // Exec probes run in the container's namespace too.
 //
 // The agent serves HTTP on --address:--port (0: a free port, reported in the Node's
@@ -67,8 +69,8 @@
 //     process exits 0 is not restarted under OnFailure (the kubelet restarts it).
 //   - env: resourceFieldRef (fails the container start today; downward API volumes have it),
 //     service link variables (enableServiceLinks), fileKeyRef.
-//   - volumes: mount namespaces without root (a user namespace); the volume types of
-//     clusters (nfs, csi, iscsi, ephemeral, image, ...), which fail with FailedMount.
+//   - volumes: the volume types of clusters (nfs, csi, iscsi, ephemeral, image, ...), which
+//     fail with FailedMount; memory-backed emptyDirs without root are plain directories.
 //   - sidecars (init containers with restartPolicy Always: such a container stays Waiting
 //     with CreateContainerConfigError saying so, and the pod Pending), ephemeral containers.
 //   - The node's HTTP endpoint is plain and unauthenticated.

@@ -86,31 +86,64 @@ func serviceAccounts(o Options) (*ServiceAccountConfig, string, error) {
 }
 
 // serverTLS loads the given certificate, or a self-signed one kept in the data dir (made on
-// first start). It returns the PEM clients should trust.
-func serverTLS(o Options) (*tls.Config, []byte, error) {
+// first start, and made again when it lacks a name in-cluster clients use: the service range
+// changed). It returns the TLS configuration, the PEM clients should trust and its file.
+func serverTLS(o Options, serviceIP net.IP) (*tls.Config, []byte, string, error) {
 	certFile, keyFile := o.TLSCertFile, o.TLSPrivateKeyFile
 	if certFile == "" {
 		certFile, keyFile = filepath.Join(o.DataDir, "tls.crt"), filepath.Join(o.DataDir, "tls.key")
-		if _, err := os.Stat(certFile); errors.Is(err, os.ErrNotExist) {
-			if err := selfSign(certFile, keyFile, o.BindAddress); err != nil {
-				return nil, nil, err
+		if !namesAll(certFile, serviceIP) {
+			if err := selfSign(certFile, keyFile, o.BindAddress, serviceIP); err != nil {
+				return nil, nil, "", err
 			}
 		}
 	} else if keyFile == "" {
-		return nil, nil, errors.New("--tls-cert-file needs --tls-private-key-file")
+		return nil, nil, "", errors.New("--tls-cert-file needs --tls-private-key-file")
 	}
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
-		return nil, nil, fmt.Errorf("load TLS certificate: %w", err)
+		return nil, nil, "", fmt.Errorf("load TLS certificate: %w", err)
 	}
 	caPEM, err := os.ReadFile(certFile)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, caPEM, nil
+	// h2 as kube-apiserver offers it: client-go multiplexes its requests and watches over one
+	// connection when it can.
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
+	return cfg, caPEM, certFile, nil
 }
 
-func selfSign(certFile, keyFile, bind string) error {
+// inClusterNames are the DNS names pods reach the API server by (the kubernetes service).
+var inClusterNames = []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
+
+// namesAll reports whether the certificate in file exists and is valid for the in-cluster names
+// and serviceIP.
+func namesAll(file string, serviceIP net.IP) bool {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return false
+	}
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return false
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return false
+	}
+	for _, name := range append(slices.Clone(inClusterNames), serviceIP.String()) {
+		if cert.VerifyHostname(name) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// selfSign makes a self-signed certificate (its own CA) for this host: loopback, the bind address
+// (or, bound to every address, each of the host's), the host name, and what in-cluster clients
+// dial: the kubernetes service's ClusterIP and DNS names.
+func selfSign(certFile, keyFile, bind string, serviceIP net.IP) error {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return err
@@ -125,8 +158,8 @@ func selfSign(certFile, keyFile, bind string) error {
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
 		IsCA:                  true,
-		DNSNames:              []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
-		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback},
+		DNSNames:              append([]string{"localhost"}, inClusterNames...),
+		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback, serviceIP},
 	}
 	if host, err := os.Hostname(); err == nil {
 		tmpl.DNSNames = append(tmpl.DNSNames, host)

@@ -5,9 +5,14 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -429,4 +434,75 @@ func TestLegacyToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	testserver.Eventually(t, "the legacy token refused", 10*time.Second, func() bool { return apierrors.IsUnauthorized(listPods(t, ns, token)) })
+}
+
+// TestTLSOnThePlainPort: the loopback server that speaks plain HTTP answers TLS on the same
+// port, with the data dir's certificate, valid for the names in-cluster clients dial; client-go
+// set up as rest.InClusterConfig sets it up (CA file, bearer token) works over it, with HTTP/2.
+func TestTLSOnThePlainPort(t *testing.T) {
+	ns := namespace(t)
+	createAccount(t, ns, "robot")
+	tr, err := requestToken(t, ns, "robot", authenticationv1.TokenRequestSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := strings.TrimPrefix(server.URL, "http://")
+	ca, err := os.ReadFile(server.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	for _, name := range []string{"kubernetes.default.svc", "kubernetes.default.svc.cluster.local", "127.0.0.1", "10.0.0.1"} {
+		conn, err := tls.Dial("tcp", host, &tls.Config{RootCAs: pool, ServerName: name, NextProtos: []string{"h2", "http/1.1"}})
+		if err != nil {
+			t.Fatalf("TLS as %s: %v", name, err)
+		}
+		if p := conn.ConnectionState().NegotiatedProtocol; p != "h2" {
+			t.Errorf("negotiated %q, want h2", p)
+		}
+		conn.Close()
+	}
+	// A connection that never speaks holds up no one.
+	silent, err := net.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: "https://" + host, BearerToken: tr.Status.Token,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: server.CAFile, ServerName: "kubernetes.default.svc"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{}); err != nil {
+		t.Fatalf("client-go over TLS: %v", err)
+	}
+	who, err := cs.AuthenticationV1().SelfSubjectReviews().Create(context.Background(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil || who.Status.UserInfo.Username != "system:serviceaccount:"+ns+":robot" {
+		t.Errorf("whoami over TLS: %+v %v", who, err)
+	}
+	if r := do(t, "GET", "/api/v1/namespaces/"+ns, nil); r.code != http.StatusOK {
+		t.Errorf("plain HTTP beside TLS: %d", r.code)
+	}
+}
+
+// TestKubernetesServiceEndpoints: the kubernetes service points at this server's port, through
+// Endpoints and an EndpointSlice, as Kubernetes' endpoint reconciler writes them.
+func TestKubernetesServiceEndpoints(t *testing.T) {
+	ctx := context.Background()
+	cs := clientset(t, "")
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(server.URL, "http://"))
+	svc, err := cs.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil || svc.Spec.ClusterIP != "10.0.0.1" || svc.Spec.Ports[0].Port != 443 || svc.Spec.Ports[0].TargetPort.String() != port {
+		t.Fatalf("kubernetes service %+v %v", svc, err)
+	}
+	ep, err := cs.CoreV1().Endpoints("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil || len(ep.Subsets) != 1 || ep.Subsets[0].Addresses[0].IP != "127.0.0.1" || fmt.Sprint(ep.Subsets[0].Ports[0].Port) != port {
+		t.Fatalf("kubernetes endpoints %+v %v", ep, err)
+	}
+	slice, err := cs.DiscoveryV1().EndpointSlices("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil || slice.Labels["kubernetes.io/service-name"] != "kubernetes" || slice.Endpoints[0].Addresses[0] != "127.0.0.1" ||
+		fmt.Sprint(*slice.Ports[0].Port) != port || *slice.Ports[0].Name != "https" || !*slice.Endpoints[0].Conditions.Ready {
+		t.Fatalf("kubernetes endpointslice %+v %v", slice, err)
+	}
 }

@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -82,9 +81,12 @@ type Instance struct {
 	// ServiceAccountKeyFile is the key service-account tokens are signed with (the controller
 	// manager's --service-account-private-key-file under kplane up).
 	ServiceAccountKeyFile string
-	Server                *Server
-	done                  chan error
-	cancel                context.CancelFunc
+	// CAFile is the certificate clients verify the server with, also on a plain-HTTP loopback
+	// server, which answers TLS too (the controller manager's --root-ca-file under kplane up).
+	CAFile string
+	Server *Server
+	done   chan error
+	cancel context.CancelFunc
 }
 
 // Wait blocks until the server stops and returns why.
@@ -149,12 +151,12 @@ func Start(ctx context.Context, o Options) (*Instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	var tlsConfig *tls.Config
-	var caPEM []byte
-	if secure {
-		if tlsConfig, caPEM, err = serverTLS(o); err != nil {
-			return nil, err
-		}
+	allocation := &registry.ServiceAllocation{ClusterIPRange: cidr, NodePortBase: npBase, NodePortSize: npSize}
+	serviceIP, _ := allocation.APIServerServiceIP()
+	// TLS is served even on plain loopback, for in-cluster clients (see dualListener).
+	tlsConfig, caPEM, caFile, err := serverTLS(o, serviceIP.AsSlice())
+	if err != nil {
+		return nil, err
 	}
 
 	var etcd *storage.Etcd
@@ -184,12 +186,15 @@ func Start(ctx context.Context, o Options) (*Instance, error) {
 
 	srv := New(Config{
 		Etcd:              etcd,
-		ServiceAllocation: &registry.ServiceAllocation{ClusterIPRange: cidr, NodePortBase: npBase, NodePortSize: npSize},
+		ServiceAllocation: allocation,
 		Cache:             o.Cache,
 		StaticTokens:      tokens,
 		ServiceAccounts:   serviceAccounts,
 		ExternalAddress:   net.JoinHostPort(host, strconv.Itoa(port)),
 	})
+	if !secure {
+		caPEM = nil // the kubeconfig's server is http://
+	}
 	kubeconfig, err := kubeconfigFor(url, caPEM, adminToken)
 	if err != nil {
 		listener.Close()
@@ -205,17 +210,20 @@ func Start(ctx context.Context, o Options) (*Instance, error) {
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
-	inst := &Instance{URL: url, Kubeconfig: kubeconfig, ServiceAccountKeyFile: saKeyFile, Server: srv, done: make(chan error, 1), cancel: cancel}
-	httpServer := &http.Server{Handler: srv, TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
+	inst := &Instance{URL: url, Kubeconfig: kubeconfig, ServiceAccountKeyFile: saKeyFile, CAFile: caFile, Server: srv, done: make(chan error, 1), cancel: cancel}
+	httpServer := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
+	if secure {
+		httpServer.TLSConfig = tlsConfig
+	}
 	runErr := make(chan error, 1)
 	go func() { runErr <- srv.Run(ctx) }()
 	go etcd.RunCompactor(ctx, o.CompactionInterval)
 	serveErr := make(chan error, 1)
 	go func() {
-		if tlsConfig != nil {
+		if secure {
 			serveErr <- httpServer.ServeTLS(listener, "", "")
 		} else {
-			serveErr <- httpServer.Serve(listener)
+			serveErr <- httpServer.Serve(newDualListener(listener, tlsConfig))
 		}
 	}()
 	go func() {

@@ -190,6 +190,14 @@ func (s *Server) serveIdentityAPI(w http.ResponseWriter, r *http.Request, resour
 	}
 }
 
+// admit runs the admission a new object of res needs: the ServiceAccount plugin for pods.
+func (s *Server) admit(ctx context.Context, res *resource, obj storage.Object) error {
+	if pod, ok := obj.(*corev1.Pod); ok && isCorePods(res.info) {
+		return serviceaccount.AdmitPod(ctx, storeObjects{s: s, cached: true}, pod, generateName)
+	}
+	return nil
+}
+
 // isCoreServiceAccounts reports whether info is core/v1 serviceaccounts, the one with a token
 // subresource.
 func isCoreServiceAccounts(info *registry.Info) bool {

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/kplane/kplane/internal/testserver"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -504,5 +506,55 @@ func TestKubernetesServiceEndpoints(t *testing.T) {
 	if err != nil || slice.Labels["kubernetes.io/service-name"] != "kubernetes" || slice.Endpoints[0].Addresses[0] != "127.0.0.1" ||
 		fmt.Sprint(*slice.Ports[0].Port) != port || *slice.Ports[0].Name != "https" || !*slice.Endpoints[0].Conditions.Ready {
 		t.Fatalf("kubernetes endpointslice %+v %v", slice, err)
+	}
+}
+
+// TestServiceAccountAdmission: pods get their account's credentials projected, as Kubernetes'
+// ServiceAccount admission gives them; a pod naming an account that does not exist is refused.
+func TestServiceAccountAdmission(t *testing.T) {
+	ns := namespace(t)
+	ctx := context.Background()
+	cs := clientset(t, "")
+	pod := func(name string, mutate func(*corev1.PodSpec)) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
+			InitContainers: []corev1.Container{{Name: "init", Image: "i"}}, Containers: []corev1.Container{{Name: "c", Image: "i"}}}}
+		if mutate != nil {
+			mutate(&p.Spec)
+		}
+		return p
+	}
+	// No "default" account in this namespace (no controller manager here): admitted anyway.
+	got, err := cs.CoreV1().Pods(ns).Create(ctx, pod("plain", nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := got.Spec
+	if s.ServiceAccountName != "default" || s.DeprecatedServiceAccount != "default" || len(s.Volumes) != 1 {
+		t.Fatalf("admitted spec: account %q/%q, volumes %+v", s.ServiceAccountName, s.DeprecatedServiceAccount, s.Volumes)
+	}
+	v := s.Volumes[0]
+	if !regexp.MustCompile(`^kube-api-access-[a-z0-9]{5}$`).MatchString(v.Name) || v.Projected == nil || !apiequality.Semantic.DeepEqual(v.Projected, serviceaccount.TokenVolumeSource()) {
+		t.Errorf("volume %+v", v)
+	}
+	for _, c := range append(s.InitContainers, s.Containers...) {
+		if len(c.VolumeMounts) != 1 || c.VolumeMounts[0] != (corev1.VolumeMount{Name: v.Name, ReadOnly: true, MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}) {
+			t.Errorf("container %s mounts %+v", c.Name, c.VolumeMounts)
+		}
+	}
+	off, err := cs.CoreV1().Pods(ns).Create(ctx, pod("off", func(s *corev1.PodSpec) { s.AutomountServiceAccountToken = new(false) }), metav1.CreateOptions{})
+	if err != nil || len(off.Spec.Volumes) != 0 || len(off.Spec.Containers[0].VolumeMounts) != 0 {
+		t.Errorf("automount false: %+v %v", off, err)
+	}
+	createAccount(t, ns, "robot")
+	named, err := cs.CoreV1().Pods(ns).Create(ctx, pod("named", func(s *corev1.PodSpec) { s.ServiceAccountName = "robot" }), metav1.CreateOptions{})
+	if err != nil || named.Spec.ServiceAccountName != "robot" || len(named.Spec.Volumes) != 1 {
+		t.Errorf("pod of robot: %+v %v", named, err)
+	}
+	_, err = cs.CoreV1().Pods(ns).Create(ctx, pod("lost", func(s *corev1.PodSpec) { s.ServiceAccountName = "ghost" }), metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) || err.Error() != `pods "lost" is forbidden: error looking up service account `+ns+`/ghost: serviceaccount "ghost" not found` {
+		t.Errorf("pod of a missing account: %v", err)
+	}
+	if _, err := cs.CoreV1().Pods(ns).Get(ctx, "lost", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the refused pod was stored: %v", err)
 	}
 }

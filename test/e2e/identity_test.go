@@ -3,12 +3,21 @@
 package e2e
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // httpsKubeconfig writes a kubeconfig for the shared server over TLS (the port that serves
@@ -92,4 +101,68 @@ spec:
 	expectContains(t, "too short a token", r.stderr, "may not specify a duration less than 10 minutes")
 	r = holder.fail("--token", "not-a-token", "get", "pods")
 	expectContains(t, "a request with a bad token", r.stderr, "Unauthorized")
+}
+
+// TestUpInClusterClient: under `kplane up` a client set up exactly as client-go's
+// rest.InClusterConfig sets one up in a pod — https://<kubernetes ClusterIP>:443, the token of a
+// service account read from a file, the CA from the namespace's kube-root-ca.crt — reaches the
+// API through the proxy and the kubernetes service, over TLS, as that account.
+func TestUpInClusterClient(t *testing.T) {
+	dir := t.TempDir()
+	startRole(t, "up", "--secure-port", "0", "--data-dir", dir)
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	until(t, "the kubeconfig", func() error { _, err := os.Stat(kubeconfig); return err })
+	k := kc{t: t, kubeconfig: kubeconfig}
+	// The controller manager makes both for each namespace.
+	var ca string
+	until(t, "kube-root-ca.crt in default", func() error {
+		r := k.run("", "get", "configmap", "kube-root-ca.crt", "-o", `jsonpath={.data.ca\.crt}`)
+		ca = r.stdout
+		if r.err == nil && !strings.Contains(ca, "BEGIN CERTIFICATE") {
+			return fmt.Errorf("ca.crt %q", ca)
+		}
+		return r.err
+	})
+	until(t, "the default service account", func() error { return k.run("", "get", "serviceaccount", "default").err })
+	token := strings.TrimSpace(k.ok("create", "token", "default"))
+	mount := t.TempDir() // what a pod sees at /var/run/secrets/kubernetes.io/serviceaccount
+	for name, data := range map[string]string{"token": token, "ca.crt": ca, "namespace": "default"} {
+		if err := os.WriteFile(filepath.Join(mount, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ip := k.jsonpath("service/kubernetes", "{.spec.clusterIP}")
+	port := k.jsonpath("service/kubernetes", "{.spec.ports[0].port}")
+	if port != "443" || !strings.HasPrefix(ip, "127.64.") {
+		t.Fatalf("kubernetes service at %s:%s", ip, port)
+	}
+	// rest.InClusterConfig, with its environment and files in the test's hands.
+	cfg := &rest.Config{
+		Host:            "https://" + net.JoinHostPort(ip, port),
+		TLSClientConfig: rest.TLSClientConfig{CAFile: filepath.Join(mount, "ca.crt")},
+		BearerTokenFile: filepath.Join(mount, "token"),
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	until(t, "pods listed through the kubernetes service", func() error {
+		_, err := cs.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{})
+		return err
+	})
+	who, err := cs.AuthenticationV1().SelfSubjectReviews().Create(context.Background(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil || who.Status.UserInfo.Username != "system:serviceaccount:default:default" {
+		t.Errorf("in-cluster whoami: %+v %v", who, err)
+	}
+	// A token the server did not issue is refused on this path too.
+	if err := os.WriteFile(filepath.Join(mount, "token"), []byte("forged"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cs, err = kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{}); !apierrors.IsUnauthorized(err) {
+		t.Errorf("a forged token: %v, want 401", err)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"github.com/kplane/kplane/apiserver/authentication"
@@ -196,6 +197,27 @@ func (s *Server) admit(ctx context.Context, res *resource, obj storage.Object) e
 		return serviceaccount.AdmitPod(ctx, storeObjects{s: s, cached: true}, pod, generateName)
 	}
 	return nil
+}
+
+// createOnlyKind is a kind that is POSTed to a path of group version gv and answered, never
+// stored.
+type createOnlyKind struct {
+	gv   schema.GroupVersion
+	path string
+	gvk  schema.GroupVersionKind
+	typ  reflect.Type
+}
+
+// createOnly lists the identity APIs' kinds, for OpenAPI.
+func (s *Server) createOnly() []createOnlyKind {
+	out := []createOnlyKind{
+		{authenticationV1, "/apis/authentication.k8s.io/v1/tokenreviews", tokenReviewGVK, reflect.TypeOf(authenticationv1.TokenReview{})},
+		{authenticationV1, "/apis/authentication.k8s.io/v1/selfsubjectreviews", selfSubjectReviewGVK, reflect.TypeOf(authenticationv1.SelfSubjectReview{})},
+	}
+	if s.tokens != nil {
+		out = append(out, createOnlyKind{corev1.SchemeGroupVersion, "/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token", tokenRequestGVK, reflect.TypeOf(authenticationv1.TokenRequest{})})
+	}
+	return out
 }
 
 // isCoreServiceAccounts reports whether info is core/v1 serviceaccounts, the one with a token

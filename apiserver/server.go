@@ -1,6 +1,10 @@
 // Package apiserver serves the Kubernetes API over HTTP from the resources in registry, stored in
 // etcd through storage: discovery, OpenAPI, the REST verbs, watch streams, tables and errors as
-// metav1.Status.
+// metav1.Status. Requests are authenticated first (package authentication: the token file,
+// service-account tokens); identity.go serves the TokenRequest, TokenReview and
+// SelfSubjectReview APIs and runs the ServiceAccount admission of new pods (package
+// serviceaccount). A plain-HTTP loopback server answers TLS on the same port too (listener.go),
+// for in-cluster clients that reach it through the kubernetes service (bootstrap.go).
 package apiserver
 
 import (

@@ -103,6 +103,15 @@ func (f fakeObjects) secret(_ context.Context, _, name string) (*corev1.Secret, 
 	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, name)
 }
 
+// afterPodVars renders an environment as "K=V K=V", without POD_IP, POD_NAME and POD_NAMESPACE.
+func afterPodVars(vars *envVars) string {
+	var out []string
+	for _, k := range vars.names[3:] {
+		out = append(out, k+"="+vars.values[k])
+	}
+	return strings.Join(out, " ")
+}
+
 func TestResolveEnv(t *testing.T) {
 	src := fakeObjects{
 		cms:     map[string]*corev1.ConfigMap{"cfg": {Data: map[string]string{"mode": "fast", "level": "3"}}},
@@ -168,12 +177,8 @@ func TestResolveEnv(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got []string
-			for _, k := range vars.names[3:] {
-				got = append(got, k+"="+vars.values[k])
-			}
-			if strings.Join(got, " ") != tc.want {
-				t.Errorf("env %q, want %q", strings.Join(got, " "), tc.want)
+			if got := afterPodVars(vars); got != tc.want {
+				t.Errorf("env %q, want %q", got, tc.want)
 			}
 			if vars.names[0] != "POD_IP" || vars.values["POD_IP"] != "10.0.0.9" || vars.values["POD_NAMESPACE"] != "ns" {
 				t.Errorf("pod vars %v", vars.values)
@@ -228,12 +233,8 @@ func TestServiceEnv(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got []string
-			for _, k := range vars.names[3:] {
-				got = append(got, k+"="+vars.values[k])
-			}
-			if strings.Join(got, " ") != tc.want {
-				t.Errorf("env\n%s\nwant\n%s", strings.Join(got, " "), tc.want)
+			if got := afterPodVars(vars); got != tc.want {
+				t.Errorf("env\n%s\nwant\n%s", got, tc.want)
 			}
 		})
 	}

@@ -12,12 +12,18 @@
 //     exist with the UID given; the kubelet's 3607 s pod-bound requests get a year-long token
 //     with warnafter, as Kubernetes' --service-account-extend-token-expiration (on) does.
 //     LegacyToken signs the token controller's secret-based tokens (iss kubernetes/serviceaccount).
+//   - admission.go: the ServiceAccount admission plugin for new pods: serviceAccountName
+//     defaulted to "default", the account must exist (403 otherwise; deviation: a missing
+//     "default" account is admitted, see AdmitPod), its imagePullSecrets taken, and unless
+//     automountServiceAccountToken is false the projected kube-api-access-<random> volume
+//     (token, ca.crt from kube-root-ca.crt, namespace) mounted at MountPath in every container.
 //   - authenticator.go: bearer tokens of the configured issuers (and legacy ones) signed by a
 //     known key are checked for time, audience, and against the live objects they name: the
 //     account with its UID, the bound pod, secret or node with its UID (a legacy token: its
 //     Secret, which must still hold it). Deleting or replacing any of them revokes the token.
 //
 // Not done: the OIDC discovery documents (/.well-known/openid-configuration,
-// /openid/v1/jwks), --service-account-max-token-expiration, external signers, and the
-// caching of authentication results.
+// /openid/v1/jwks), --service-account-max-token-expiration, external signers, the caching of
+// authentication results; in admission, the enforce-mountable-secrets annotation, and the
+// secret references of mirror pods.
 package serviceaccount

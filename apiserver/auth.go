@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"bytes"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -9,99 +10,140 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/csv"
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/kplane/kplane/apiserver/authentication"
+	"github.com/kplane/kplane/apiserver/serviceaccount"
 	"sigs.k8s.io/yaml"
 )
 
-// loadTokens reads a kube-apiserver token file: CSV lines of token,user,uid[,"group1,group2"].
-// It returns token → user and the first token, which the written kubeconfig uses.
-func loadTokens(path string) (map[string]string, string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, "", fmt.Errorf("--token-auth-file: %w", err)
-	}
-	defer f.Close()
-	r := csv.NewReader(f)
-	r.FieldsPerRecord = -1
-	r.TrimLeadingSpace = true
-	r.Comment = '#'
-	tokens := map[string]string{}
-	first := ""
-	for line := 1; ; line++ {
-		rec, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("--token-auth-file %s: %w", path, err)
-		}
-		if len(rec) < 3 || rec[0] == "" || rec[1] == "" {
-			return nil, "", fmt.Errorf("--token-auth-file %s line %d: want token,user,uid[,groups]", path, line)
-		}
-		tokens[rec[0]] = rec[1]
-		if first == "" {
-			first = rec[0]
-		}
-	}
-	if len(tokens) == 0 {
-		return nil, "", fmt.Errorf("--token-auth-file %s has no tokens", path)
-	}
-	return tokens, first, nil
-}
-
 // ensureTokenFile loads path, creating it with one random admin token first if it is missing.
-func ensureTokenFile(path string) (map[string]string, string, error) {
+func ensureTokenFile(path string) (*authentication.StaticTokens, error) {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		b := make([]byte, 24)
 		if _, err := rand.Read(b); err != nil {
-			return nil, "", err
+			return nil, err
 		}
 		line := hex.EncodeToString(b) + ",admin,admin,\"system:masters\"\n"
 		if err := writeFileAtomic(path, []byte(line), 0o600); err != nil {
-			return nil, "", fmt.Errorf("write token file: %w", err)
+			return nil, fmt.Errorf("write token file: %w", err)
 		}
 	}
-	return loadTokens(path)
+	return authentication.LoadTokenFile(path)
+}
+
+// serviceAccounts loads (or, without --service-account-signing-key-file, makes in the data dir)
+// the key service-account tokens are signed with, and the keys they are verified with: those
+// of --service-account-key-file plus the signing key's own public half, so that the server
+// always accepts what it issues. It returns the signing key's file too.
+func serviceAccounts(o Options) (*ServiceAccountConfig, string, error) {
+	keyFile := o.ServiceAccountSigningKeyFile
+	if keyFile == "" {
+		keyFile = filepath.Join(o.DataDir, "sa.key")
+		if err := serviceaccount.EnsurePrivateKey(keyFile); err != nil {
+			return nil, "", fmt.Errorf("service-account signing key: %w", err)
+		}
+	}
+	key, err := serviceaccount.LoadPrivateKey(keyFile)
+	if err != nil {
+		return nil, "", fmt.Errorf("--service-account-signing-key-file: %w", err)
+	}
+	issuers := o.ServiceAccountIssuers
+	if len(issuers) == 0 || slices.Contains(issuers, "") {
+		return nil, "", errors.New("--service-account-issuer must not be empty")
+	}
+	signer, err := serviceaccount.NewSigner(issuers[0], key)
+	if err != nil {
+		return nil, "", fmt.Errorf("--service-account-signing-key-file: %w", err)
+	}
+	pubs := []crypto.PublicKey{key.Public()}
+	for _, f := range o.ServiceAccountKeyFiles {
+		more, err := serviceaccount.LoadPublicKeys(f)
+		if err != nil {
+			return nil, "", fmt.Errorf("--service-account-key-file: %w", err)
+		}
+		pubs = append(pubs, more...)
+	}
+	keys, err := serviceaccount.NewPublicKeys(pubs)
+	if err != nil {
+		return nil, "", err
+	}
+	audiences := o.APIAudiences
+	if len(audiences) == 0 {
+		audiences = issuers
+	}
+	return &ServiceAccountConfig{Signer: signer, Issuers: issuers, Keys: keys, APIAudiences: audiences}, keyFile, nil
 }
 
 // serverTLS loads the given certificate, or a self-signed one kept in the data dir (made on
-// first start). It returns the PEM clients should trust.
-func serverTLS(o Options) (*tls.Config, []byte, error) {
+// first start, and made again when it lacks a name in-cluster clients use: the service range
+// changed). It returns the TLS configuration, the PEM clients should trust and its file.
+func serverTLS(o Options, serviceIP net.IP) (*tls.Config, []byte, string, error) {
 	certFile, keyFile := o.TLSCertFile, o.TLSPrivateKeyFile
 	if certFile == "" {
 		certFile, keyFile = filepath.Join(o.DataDir, "tls.crt"), filepath.Join(o.DataDir, "tls.key")
-		if _, err := os.Stat(certFile); errors.Is(err, os.ErrNotExist) {
-			if err := selfSign(certFile, keyFile, o.BindAddress); err != nil {
-				return nil, nil, err
+		if !namesAll(certFile, serviceIP) {
+			if err := selfSign(certFile, keyFile, o.BindAddress, serviceIP); err != nil {
+				return nil, nil, "", err
 			}
 		}
 	} else if keyFile == "" {
-		return nil, nil, errors.New("--tls-cert-file needs --tls-private-key-file")
+		return nil, nil, "", errors.New("--tls-cert-file needs --tls-private-key-file")
 	}
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
-		return nil, nil, fmt.Errorf("load TLS certificate: %w", err)
+		return nil, nil, "", fmt.Errorf("load TLS certificate: %w", err)
 	}
 	caPEM, err := os.ReadFile(certFile)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, caPEM, nil
+	// h2 as kube-apiserver offers it: client-go multiplexes its requests and watches over one
+	// connection when it can.
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
+	return cfg, caPEM, certFile, nil
 }
 
-func selfSign(certFile, keyFile, bind string) error {
+// inClusterNames are the DNS names pods reach the API server by (the kubernetes service).
+var inClusterNames = []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
+
+// namesAll reports whether the certificate in file exists and is valid for the in-cluster names
+// and serviceIP.
+func namesAll(file string, serviceIP net.IP) bool {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return false
+	}
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return false
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return false
+	}
+	for _, name := range append(slices.Clone(inClusterNames), serviceIP.String()) {
+		if cert.VerifyHostname(name) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// selfSign makes a self-signed certificate (its own CA) for this host: loopback, the bind address
+// (or, bound to every address, each of the host's), the host name, and what in-cluster clients
+// dial: the kubernetes service's ClusterIP and DNS names.
+func selfSign(certFile, keyFile, bind string, serviceIP net.IP) error {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return err
@@ -116,8 +158,8 @@ func selfSign(certFile, keyFile, bind string) error {
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
 		IsCA:                  true,
-		DNSNames:              []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
-		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback},
+		DNSNames:              append([]string{"localhost"}, inClusterNames...),
+		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback, serviceIP},
 	}
 	if host, err := os.Hostname(); err == nil {
 		tmpl.DNSNames = append(tmpl.DNSNames, host)

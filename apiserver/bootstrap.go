@@ -2,45 +2,109 @@ package apiserver
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"strconv"
 
 	"github.com/kplane/kplane/storage"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
+var (
+	servicesGVR       = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+	endpointsGVR      = schema.GroupVersionResource{Version: "v1", Resource: "endpoints"}
+	endpointSlicesGVR = discoveryv1.SchemeGroupVersion.WithResource("endpointslices")
+)
+
 // bootstrap creates what every Kubernetes cluster has from the start: the system namespaces and
-// the kubernetes service in default.
+// the kubernetes service in default, with Endpoints and an EndpointSlice that point at this
+// server, so that in-cluster clients reach it through the service's ClusterIP. The port may
+// differ from one start to the next (--secure-port 0): each start writes the current one.
 func (s *Server) bootstrap(ctx context.Context) error {
 	namespaces := s.resources[namespacesGVR]
 	for _, name := range []string{"default", "kube-system", "kube-public", "kube-node-lease"} {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		if err := s.ensure(ctx, namespaces, ns); err != nil {
+		if err := s.ensure(ctx, namespaces, ns, nil); err != nil {
 			return err
 		}
 	}
-	port := int32(443)
-	if _, p, err := net.SplitHostPort(s.cfg.ExternalAddress); err == nil {
+	host, port := "", int32(443)
+	if h, p, err := net.SplitHostPort(s.cfg.ExternalAddress); err == nil {
 		if n, err := strconv.Atoi(p); err == nil {
-			port = int32(n)
+			host, port = h, int32(n)
 		}
 	}
+	ports := []corev1.ServicePort{{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(port)}}
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default", Labels: map[string]string{"component": "apiserver", "provider": "kubernetes"}},
-		Spec: corev1.ServiceSpec{
-			Ports: []corev1.ServicePort{{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(port)}},
-		},
+		Spec:       corev1.ServiceSpec{Ports: ports},
 	}
-	return s.ensure(ctx, s.resources[schema.GroupVersionResource{Version: "v1", Resource: "services"}], svc)
+	if err := s.ensure(ctx, s.resources[servicesGVR], svc, func(cur storage.Object) {
+		cur.(*corev1.Service).Spec.Ports = ports
+	}); err != nil {
+		return err
+	}
+	ip := net.ParseIP(host)
+	if host == "localhost" {
+		ip = net.IPv4(127, 0, 0, 1)
+	}
+	if ip == nil {
+		slog.Warn("the kubernetes service gets no endpoints: the server's address is not an IP", "address", s.cfg.ExternalAddress)
+		return nil
+	}
+	// Kubernetes' own endpoint reconciler writes both, and marks the Endpoints so that the
+	// mirroring controller leaves them alone.
+	subsets := []corev1.EndpointSubset{{
+		Addresses: []corev1.EndpointAddress{{IP: ip.String()}},
+		Ports:     []corev1.EndpointPort{{Name: "https", Port: port, Protocol: corev1.ProtocolTCP}},
+	}}
+	ep := &corev1.Endpoints{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default", Labels: map[string]string{discoveryv1.LabelSkipMirror: "true"}},
+		Subsets:    subsets,
+	}
+	if err := s.ensure(ctx, s.resources[endpointsGVR], ep, func(cur storage.Object) {
+		cur.(*corev1.Endpoints).Subsets = subsets
+	}); err != nil {
+		return err
+	}
+	addressType := discoveryv1.AddressTypeIPv4
+	if ip.To4() == nil {
+		addressType = discoveryv1.AddressTypeIPv6
+	}
+	endpoints := []discoveryv1.Endpoint{{Addresses: []string{ip.String()}, Conditions: discoveryv1.EndpointConditions{Ready: new(true)}}}
+	slicePorts := []discoveryv1.EndpointPort{{Name: new("https"), Port: new(port), Protocol: new(corev1.ProtocolTCP)}}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "kubernetes", Namespace: "default", Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes"}},
+		AddressType: addressType,
+		Endpoints:   endpoints,
+		Ports:       slicePorts,
+	}
+	return s.ensure(ctx, s.resources[endpointSlicesGVR], slice, func(cur storage.Object) {
+		c := cur.(*discoveryv1.EndpointSlice)
+		c.AddressType, c.Endpoints, c.Ports = addressType, endpoints, slicePorts
+	})
 }
 
-func (s *Server) ensure(ctx context.Context, res *resource, obj storage.Object) error {
-	if _, err := res.store.Get(ctx, obj.GetNamespace(), obj.GetName()); err == nil {
+// ensure creates obj when it does not exist; when it does and fix is not nil, fix brings the
+// stored object in line (a write that changes nothing is skipped).
+func (s *Server) ensure(ctx context.Context, res *resource, obj storage.Object, fix func(cur storage.Object)) error {
+	_, err := res.store.Get(ctx, obj.GetNamespace(), obj.GetName())
+	switch {
+	case err == nil && fix != nil:
+		_, err = res.store.Update(ctx, obj.GetNamespace(), obj.GetName(), func(cur storage.Object) (storage.Object, error) {
+			fix(cur)
+			return cur, nil
+		}, res.claims, false)
+		return err
+	case err == nil:
 		return nil
+	case !apierrors.IsNotFound(err):
+		return err
 	}
 	obj.GetObjectKind().SetGroupVersionKind(res.info.GVK())
 	if _, err := s.createPrepared(ctx, res, obj, false); err != nil && !apierrors.IsAlreadyExists(err) {

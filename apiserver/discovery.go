@@ -46,6 +46,8 @@ func (s *Server) groupVersions() []schema.GroupVersion {
 			out = append(out, gv)
 		}
 	}
+	// authentication.k8s.io has only reviews, which are answered, not stored.
+	out = append(out, authenticationV1)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Group < out[j].Group })
 	return out
 }
@@ -136,6 +138,9 @@ func (s *Server) serveResourceList(w http.ResponseWriter, gv schema.GroupVersion
 		if isCorePods(info) {
 			sub("log", "", "", "Pod", metav1.Verbs{"get"})
 		}
+		if isCoreServiceAccounts(info) && s.tokens != nil {
+			sub("token", authenticationV1.Group, authenticationV1.Version, "TokenRequest", metav1.Verbs{"create"})
+		}
 		if info.Resource == "namespaces" {
 			sub("finalize", "", "", "Namespace", metav1.Verbs{"update"})
 		}
@@ -145,6 +150,9 @@ func (s *Server) serveResourceList(w http.ResponseWriter, gv schema.GroupVersion
 		if info.Status {
 			sub("status", "", "", info.Kind, statusVerbs)
 		}
+	}
+	if gv == authenticationV1 {
+		list.APIResources = append(list.APIResources, identityAPIResources...)
 	}
 	if len(list.APIResources) == 0 {
 		writeError(w, apierrors.NewNotFound(schema.GroupResource{}, gv.String()))

@@ -85,25 +85,7 @@ func (s *Server) apiPaths(g *schemaGen, gv schema.GroupVersion, paths map[string
 		}
 		ref := g.ref(reflect.TypeOf(res.strategy.NewObject()).Elem(), info.GVK())
 		g.ref(reflect.TypeOf(res.strategy.NewListObject()).Elem(), gv.WithKind(info.Kind+"List"))
-		gvk := map[string]string{"group": gv.Group, "version": gv.Version, "kind": info.Kind}
-		op := func(verb string) map[string]any {
-			o := map[string]any{"operationId": verb + info.Kind, "x-kubernetes-group-version-kind": gvk}
-			if g.v2 {
-				o["responses"] = map[string]any{"200": map[string]any{"description": "OK", "schema": ref}}
-			} else {
-				o["responses"] = map[string]any{"200": map[string]any{"description": "OK", "content": map[string]any{"application/json": map[string]any{"schema": ref}}}}
-			}
-			if verb != "read" {
-				param := func(name string) map[string]any {
-					if g.v2 {
-						return map[string]any{"name": name, "in": "query", "type": "string", "uniqueItems": true}
-					}
-					return map[string]any{"name": name, "in": "query", "schema": map[string]any{"type": "string", "uniqueItems": true}}
-				}
-				o["parameters"] = []any{param("dryRun"), param("fieldValidation")}
-			}
-			return o
-		}
+		op := func(verb string) map[string]any { return g.operation(verb, info.GVK(), ref) }
 		item, collection := prefix+"/"+info.Resource+"/{name}", prefix+"/"+info.Resource
 		if info.Namespaced {
 			item, collection = prefix+"/namespaces/{namespace}/"+info.Resource+"/{name}", prefix+"/namespaces/{namespace}/"+info.Resource
@@ -111,6 +93,33 @@ func (s *Server) apiPaths(g *schemaGen, gv schema.GroupVersion, paths map[string
 		paths[item] = map[string]any{"get": op("read"), "put": op("replace"), "patch": op("patch"), "delete": op("delete")}
 		paths[collection] = map[string]any{"post": op("create")}
 	}
+	// The kinds that are only created (answered, not stored): kubectl validates them too.
+	for _, c := range s.createOnly() {
+		if c.gv == gv {
+			paths[c.path] = map[string]any{"post": g.operation("create", c.gvk, g.ref(c.typ, c.gvk))}
+		}
+	}
+}
+
+// operation describes one operation (verb: read, replace, patch, delete, create) on kind gvk
+// whose body and answer have the schema ref.
+func (g *schemaGen) operation(verb string, gvk schema.GroupVersionKind, ref map[string]any) map[string]any {
+	o := map[string]any{"operationId": verb + gvk.Kind, "x-kubernetes-group-version-kind": map[string]string{"group": gvk.Group, "version": gvk.Version, "kind": gvk.Kind}}
+	if g.v2 {
+		o["responses"] = map[string]any{"200": map[string]any{"description": "OK", "schema": ref}}
+	} else {
+		o["responses"] = map[string]any{"200": map[string]any{"description": "OK", "content": map[string]any{"application/json": map[string]any{"schema": ref}}}}
+	}
+	if verb != "read" {
+		param := func(name string) map[string]any {
+			if g.v2 {
+				return map[string]any{"name": name, "in": "query", "type": "string", "uniqueItems": true}
+			}
+			return map[string]any{"name": name, "in": "query", "schema": map[string]any{"type": "string", "uniqueItems": true}}
+		}
+		o["parameters"] = []any{param("dryRun"), param("fieldValidation")}
+	}
+	return o
 }
 
 func (s *Server) buildOpenAPI() {

@@ -267,6 +267,9 @@ func (s *Server) createObject(w http.ResponseWriter, r *http.Request, req reques
 	if err := s.checkNamespace(ctx, res, req.namespace); err != nil {
 		return nil, 0, err
 	}
+	if err := s.admit(ctx, res, obj); err != nil {
+		return nil, 0, err
+	}
 	created, err := s.createPrepared(ctx, res, obj, wr.dry)
 	if err != nil {
 		return nil, 0, err

@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kplane/kplane/apiserver/authentication"
 	"github.com/kplane/kplane/apiserver/registry"
 	"github.com/kplane/kplane/storage"
 )
@@ -27,14 +27,27 @@ type Options struct {
 	ServiceClusterIPRange string
 	ServiceNodePortRange  string
 	TokenAuthFile         string
-	TLSCertFile           string
-	TLSPrivateKeyFile     string
-	WriteKubeconfig       string
-	CompactionInterval    time.Duration
-	Cache                 storage.CacheOptions
+	// ServiceAccountIssuers are the "iss" of service-account tokens: the first signs, all are
+	// accepted (kube-apiserver's --service-account-issuer).
+	ServiceAccountIssuers []string
+	// ServiceAccountKeyFiles verify service-account tokens besides the signing key.
+	ServiceAccountKeyFiles []string
+	// ServiceAccountSigningKeyFile signs them; empty: <data-dir>/sa.key, made on first start.
+	ServiceAccountSigningKeyFile string
+	// APIAudiences are the audiences tokens must have one of; empty: the issuers.
+	APIAudiences       []string
+	TLSCertFile        string
+	TLSPrivateKeyFile  string
+	WriteKubeconfig    string
+	CompactionInterval time.Duration
+	Cache              storage.CacheOptions
 	// EtcdNoFsync skips fsync in the embedded etcd (tests and benchmarks only).
 	EtcdNoFsync bool
 }
+
+// DefaultServiceAccountIssuer is the issuer of service-account tokens unless
+// --service-account-issuer says otherwise: the in-cluster name of the API server, as kubeadm sets.
+const DefaultServiceAccountIssuer = "https://kubernetes.default.svc.cluster.local"
 
 // DefaultOptions are kube-apiserver's defaults where they apply.
 func DefaultOptions() Options {
@@ -44,6 +57,7 @@ func DefaultOptions() Options {
 		DataDir:               defaultDataDir(),
 		ServiceClusterIPRange: "10.96.0.0/12",
 		ServiceNodePortRange:  "30000-32767",
+		ServiceAccountIssuers: []string{DefaultServiceAccountIssuer},
 		CompactionInterval:    5 * time.Minute,
 	}
 }
@@ -64,9 +78,15 @@ type Instance struct {
 	URL string
 	// Kubeconfig is a kubeconfig for this server (also written to WriteKubeconfig if set).
 	Kubeconfig []byte
-	Server     *Server
-	done       chan error
-	cancel     context.CancelFunc
+	// ServiceAccountKeyFile is the key service-account tokens are signed with (the controller
+	// manager's --service-account-private-key-file under kplane up).
+	ServiceAccountKeyFile string
+	// CAFile is the certificate clients verify the server with, also on a plain-HTTP loopback
+	// server, which answers TLS too (the controller manager's --root-ca-file under kplane up).
+	CAFile string
+	Server *Server
+	done   chan error
+	cancel context.CancelFunc
 }
 
 // Wait blocks until the server stops and returns why.
@@ -114,26 +134,29 @@ func Start(ctx context.Context, o Options) (*Instance, error) {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	secure := o.TLSCertFile != "" || !isLoopback(o.BindAddress)
-	var tokens map[string]string
-	var adminToken string
+	var tokens *authentication.StaticTokens
 	switch {
 	case o.TokenAuthFile != "":
-		if tokens, adminToken, err = loadTokens(o.TokenAuthFile); err != nil {
+		if tokens, err = authentication.LoadTokenFile(o.TokenAuthFile); err != nil {
 			return nil, err
 		}
 	case secure:
 		// Off loopback every request must authenticate: make an admin token if none was given.
-		path := filepath.Join(o.DataDir, "tokens.csv")
-		if tokens, adminToken, err = ensureTokenFile(path); err != nil {
+		if tokens, err = ensureTokenFile(filepath.Join(o.DataDir, "tokens.csv")); err != nil {
 			return nil, err
 		}
 	}
-	var tlsConfig *tls.Config
-	var caPEM []byte
-	if secure {
-		if tlsConfig, caPEM, err = serverTLS(o); err != nil {
-			return nil, err
-		}
+	adminToken := tokens.First()
+	serviceAccounts, saKeyFile, err := serviceAccounts(o)
+	if err != nil {
+		return nil, err
+	}
+	allocation := &registry.ServiceAllocation{ClusterIPRange: cidr, NodePortBase: npBase, NodePortSize: npSize}
+	serviceIP, _ := allocation.APIServerServiceIP()
+	// TLS is served even on plain loopback, for in-cluster clients (see dualListener).
+	tlsConfig, caPEM, caFile, err := serverTLS(o, serviceIP.AsSlice())
+	if err != nil {
+		return nil, err
 	}
 
 	var etcd *storage.Etcd
@@ -163,11 +186,15 @@ func Start(ctx context.Context, o Options) (*Instance, error) {
 
 	srv := New(Config{
 		Etcd:              etcd,
-		ServiceAllocation: &registry.ServiceAllocation{ClusterIPRange: cidr, NodePortBase: npBase, NodePortSize: npSize},
+		ServiceAllocation: allocation,
 		Cache:             o.Cache,
-		Tokens:            tokens,
+		StaticTokens:      tokens,
+		ServiceAccounts:   serviceAccounts,
 		ExternalAddress:   net.JoinHostPort(host, strconv.Itoa(port)),
 	})
+	if !secure {
+		caPEM = nil // the kubeconfig's server is http://
+	}
 	kubeconfig, err := kubeconfigFor(url, caPEM, adminToken)
 	if err != nil {
 		listener.Close()
@@ -183,17 +210,20 @@ func Start(ctx context.Context, o Options) (*Instance, error) {
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
-	inst := &Instance{URL: url, Kubeconfig: kubeconfig, Server: srv, done: make(chan error, 1), cancel: cancel}
-	httpServer := &http.Server{Handler: srv, TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
+	inst := &Instance{URL: url, Kubeconfig: kubeconfig, ServiceAccountKeyFile: saKeyFile, CAFile: caFile, Server: srv, done: make(chan error, 1), cancel: cancel}
+	httpServer := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
+	if secure {
+		httpServer.TLSConfig = tlsConfig
+	}
 	runErr := make(chan error, 1)
 	go func() { runErr <- srv.Run(ctx) }()
 	go etcd.RunCompactor(ctx, o.CompactionInterval)
 	serveErr := make(chan error, 1)
 	go func() {
-		if tlsConfig != nil {
+		if secure {
 			serveErr <- httpServer.ServeTLS(listener, "", "")
 		} else {
-			serveErr <- httpServer.Serve(listener)
+			serveErr <- httpServer.Serve(newDualListener(listener, tlsConfig))
 		}
 	}()
 	go func() {

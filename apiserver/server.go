@@ -1,11 +1,14 @@
 // Package apiserver serves the Kubernetes API over HTTP from the resources in registry, stored in
 // etcd through storage: discovery, OpenAPI, the REST verbs, watch streams, tables and errors as
-// metav1.Status.
+// metav1.Status. Requests are authenticated first (package authentication: the token file,
+// service-account tokens); identity.go serves the TokenRequest, TokenReview and
+// SelfSubjectReview APIs and runs the ServiceAccount admission of new pods (package
+// serviceaccount). A plain-HTTP loopback server answers TLS on the same port too (listener.go),
+// for in-cluster clients that reach it through the kubernetes service (bootstrap.go).
 package apiserver
 
 import (
 	"context"
-	"crypto/subtle"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -15,7 +18,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kplane/kplane/apiserver/authentication"
 	"github.com/kplane/kplane/apiserver/registry"
+	"github.com/kplane/kplane/apiserver/serviceaccount"
 	"github.com/kplane/kplane/storage"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
@@ -28,8 +33,11 @@ type Config struct {
 	Etcd              *storage.Etcd
 	ServiceAllocation *registry.ServiceAllocation
 	Cache             storage.CacheOptions
-	// Tokens maps bearer tokens to user names; nil serves every request unauthenticated.
-	Tokens map[string]string
+	// StaticTokens are the users of --token-auth-file; when set, every request must
+	// authenticate (otherwise requests without credentials are served as system:anonymous).
+	StaticTokens *authentication.StaticTokens
+	// ServiceAccounts issues and accepts service-account tokens; nil does neither.
+	ServiceAccounts *ServiceAccountConfig
 	// ExternalAddress is host:port clients use to reach this server (discovery and the
 	// kubernetes service's endpoints).
 	ExternalAddress string
@@ -57,6 +65,9 @@ type Server struct {
 	// watch cache may not have seen the deletion yet.
 	terminatingMu      sync.Mutex
 	recentlyTerminated map[string]time.Time
+	// authn checks bearer tokens; tokens answers TokenRequests (nil: not served).
+	authn  authentication.Union
+	tokens *serviceaccount.Issuer
 }
 
 // New builds the server's resources and stores; Run starts them.
@@ -78,6 +89,13 @@ func New(cfg Config) *Server {
 		}, cfg.Cache)
 		s.resources[info.GroupVersion.WithResource(info.Resource)] = r
 		s.ordered = append(s.ordered, r)
+	}
+	if cfg.StaticTokens != nil {
+		s.authn = append(s.authn, cfg.StaticTokens)
+	}
+	if sa := cfg.ServiceAccounts; sa != nil {
+		s.authn = append(s.authn, serviceaccount.NewAuthenticator(sa.Issuers, sa.Keys, sa.APIAudiences, storeObjects{s: s, cached: true}))
+		s.tokens = serviceaccount.NewIssuer(sa.Signer, sa.APIAudiences)
 	}
 	return s
 }
@@ -143,8 +161,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, versionInfo())
 		return
 	}
-	if s.cfg.Tokens != nil && !s.authenticated(r) {
-		writeError(w, apierrors.NewUnauthorized("Unauthorized"))
+	r, err := s.authenticate(r)
+	if err != nil {
+		writeError(w, err)
 		return
 	}
 	if r.ContentLength > maxBodyBytes {
@@ -173,22 +192,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeError(w, apierrors.NewNotFound(schema.GroupResource{}, path))
 	}
-}
-
-func (s *Server) authenticated(r *http.Request) bool {
-	auth := r.Header.Get("Authorization")
-	token, ok := strings.CutPrefix(auth, "Bearer ")
-	if !ok {
-		return false
-	}
-	token = strings.TrimSpace(token)
-	found := false
-	for t := range s.cfg.Tokens {
-		if subtle.ConstantTimeCompare([]byte(t), []byte(token)) == 1 {
-			found = true
-		}
-	}
-	return found
 }
 
 // request is a parsed resource request.
@@ -231,6 +234,10 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, group string, 
 	if !ok {
 		if gv.Group == "" && parts[0] == "bindings" && r.Method == http.MethodPost && req.namespace != "" {
 			s.createBinding(w, r, req.namespace, "")
+			return
+		}
+		if gv == authenticationV1 && len(parts) == 1 && req.namespace == "" {
+			s.serveIdentityAPI(w, r, parts[0])
 			return
 		}
 		writeError(w, apierrors.NewNotFound(schema.GroupResource{Group: gv.Group, Resource: parts[0]}, ""))
@@ -329,6 +336,8 @@ func (s *Server) serveSubresource(w http.ResponseWriter, r *http.Request, req re
 		s.createBinding(w, r, req.namespace, req.name)
 	case req.subresource == "log" && isCorePods(info):
 		s.serveLog(w, r, req)
+	case req.subresource == "token" && isCoreServiceAccounts(info) && s.tokens != nil:
+		s.serveTokenRequest(w, r, req)
 	default:
 		writeError(w, apierrors.NewNotFound(schema.GroupResource{Group: gr.Group, Resource: gr.Resource + "/" + req.subresource}, req.name))
 	}

@@ -79,10 +79,14 @@ func runInformer(t *testing.T, inf *cache.Informer[*corev1.Pod], synced ...func(
 	return ctx, stop
 }
 
+// pod is one pod of a template. It asks for no service-account token volume: that volume's
+// random name, mounted into every container, would make each pod's containers differ, and the
+// test of shared parts wants pods alike.
 func pod(name string, gen int) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"gen": fmt.Sprint(gen)}},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}},
+		Spec: corev1.PodSpec{AutomountServiceAccountToken: new(false),
+			Containers: []corev1.Container{{Name: "c", Image: "nginx"}}},
 	}
 }
 

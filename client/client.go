@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +46,9 @@ type Config struct {
 	UserAgent string
 	// Timeout bounds each non-watch request; 0 means none beyond the context's.
 	Timeout time.Duration
+	// CAData is the PEM the server's certificate is verified with, if any (kept for those who
+	// hand it on, as the controller manager publishes it in kube-root-ca.crt).
+	CAData []byte
 }
 
 // Client sends requests to one API server.
@@ -54,6 +58,7 @@ type Client struct {
 	limiter   *rate.Limiter // nil: unlimited
 	userAgent string
 	timeout   time.Duration
+	caData    []byte
 }
 
 // New makes a client from cfg.
@@ -66,7 +71,7 @@ func New(cfg Config) (*Client, error) {
 	if transport == nil {
 		transport = http.DefaultTransport
 	}
-	c := &Client{host: host, http: &http.Client{Transport: transport}, userAgent: cfg.UserAgent, timeout: cfg.Timeout}
+	c := &Client{host: host, http: &http.Client{Transport: transport}, userAgent: cfg.UserAgent, timeout: cfg.Timeout, caData: cfg.CAData}
 	if c.userAgent == "" {
 		c.userAgent = "kplane"
 	}
@@ -82,6 +87,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	return c, nil
 }
+
+// CAData is the PEM this client verifies the server's certificate with (nil: none given).
+func (c *Client) CAData() []byte { return c.caData }
 
 // WithUserAgent returns a client to the same server over the same connections, with its own
 // rate limiter (same QPS and burst) and the given user agent: what Kubernetes' controller
@@ -116,6 +124,12 @@ func FromKubeconfigAndMaster(path, master string, qps float32, burst int) (*Clie
 	if err != nil {
 		return nil, fmt.Errorf("client: load config: %w", err)
 	}
+	caData := cfg.CAData
+	if len(caData) == 0 && cfg.CAFile != "" {
+		if caData, err = os.ReadFile(cfg.CAFile); err != nil {
+			return nil, fmt.Errorf("client: load config: %w", err)
+		}
+	}
 	transport, err := rest.TransportFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("client: transport: %w", err)
@@ -124,7 +138,7 @@ func FromKubeconfigAndMaster(path, master string, qps float32, burst int) (*Clie
 	if !strings.Contains(host, "://") {
 		host = "https://" + host
 	}
-	return New(Config{Host: host, Transport: transport, QPS: qps, Burst: burst, UserAgent: cfg.UserAgent, Timeout: cfg.Timeout})
+	return New(Config{Host: host, Transport: transport, QPS: qps, Burst: burst, UserAgent: cfg.UserAgent, Timeout: cfg.Timeout, CAData: caData})
 }
 
 const (

@@ -9,7 +9,9 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
+	"os"
 	"time"
 
 	"github.com/kplane/kplane/cache"
@@ -68,6 +70,14 @@ type Config struct {
 	// PodEvictionTimeout: how long pods that do not tolerate the unreachable or not-ready taint
 	// stay on such a node before they are evicted (default 5m, seed 000's).
 	PodEvictionTimeout time.Duration
+	// ServiceAccountKeyFile is the PEM private key the token controller signs the tokens of
+	// kubernetes.io/service-account-token Secrets with; empty turns that controller off.
+	ServiceAccountKeyFile string
+	// RootCAFile is the CA bundle published as kube-root-ca.crt and put into token Secrets;
+	// empty: the one the manager's own kubeconfig trusts.
+	RootCAFile string
+	// ConcurrentSATokenSyncs: workers of the token controller (default 5).
+	ConcurrentSATokenSyncs int
 }
 
 // Defaults returns c with every zero field set to Kubernetes' default.
@@ -117,6 +127,9 @@ func (c Config) Defaults() Config {
 	if c.PodEvictionTimeout == 0 {
 		c.PodEvictionTimeout = 5 * time.Minute
 	}
+	if c.ConcurrentSATokenSyncs == 0 {
+		c.ConcurrentSATokenSyncs = 5
+	}
 	return c
 }
 
@@ -135,6 +148,19 @@ type Context struct {
 	Config Config
 }
 
+// RootCA is the CA bundle the controller manager hands out (in kube-root-ca.crt and token
+// Secrets): --root-ca-file, else the CA the manager's own kubeconfig trusts (maybe none).
+func (c *Context) RootCA() ([]byte, error) {
+	if f := c.Config.RootCAFile; f != "" {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("--root-ca-file: %w", err)
+		}
+		return data, nil
+	}
+	return c.Client.CAData(), nil
+}
+
 // ResyncPeriod returns a handler resync period in [MinResyncPeriod, 2·MinResyncPeriod), so
 // that controllers' resyncs do not all fall at the same moment.
 func (c *Context) ResyncPeriod() time.Duration {
@@ -146,12 +172,16 @@ func (c *Context) ResyncPeriod() time.Duration {
 type Entry struct {
 	// Name is what --controllers selects and what /healthz/<name> reports.
 	Name string
+	// Aliases are other names --controllers accepts for it (kube-controller-manager's older,
+	// shorter ones).
+	Aliases []string
 	// Disabled controllers run only when --controllers names them.
 	Disabled bool
 	// Workers returns the number of sync goroutines from the configuration.
 	Workers func(Config) int
 	// New builds the controller; it registers its informers and handlers here, before the
-	// manager starts the shared informers.
+	// manager starts the shared informers. A nil Controller without error means the
+	// configuration turns it off (the token controller without a signing key).
 	New func(*Context) (Controller, error)
 }
 

@@ -4,13 +4,16 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/kplane/kplane/client"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // hostIP is the node's address as pods see it (status.hostIP); the agent runs pods on
@@ -29,11 +32,13 @@ type configError struct{ err error }
 func (e *configError) Error() string { return e.err.Error() }
 func (e *configError) Unwrap() error { return e.err }
 
-// objectSource reads the ConfigMaps and Secrets a container's environment refers to; an
-// interface so that the resolution can be tested without an API server.
+// objectSource reads the ConfigMaps and Secrets a container's environment refers to, and the
+// Services whose variables it gets; an interface so that the resolution can be tested without
+// an API server.
 type objectSource interface {
 	configMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error)
 	secret(ctx context.Context, ns, name string) (*corev1.Secret, error)
+	services(ctx context.Context, ns string) ([]*corev1.Service, error)
 }
 
 // apiObjects reads through the agent's client. Reads go to the API server each time, not to a
@@ -46,6 +51,14 @@ func (s apiObjects) configMap(ctx context.Context, ns, name string) (*corev1.Con
 
 func (s apiObjects) secret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
 	return client.Resource[*corev1.Secret](s.c, "secrets").Namespace(ns).Get(ctx, name)
+}
+
+func (s apiObjects) services(ctx context.Context, ns string) ([]*corev1.Service, error) {
+	list, err := client.Resource[*corev1.Service](s.c, "services").Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
 }
 
 // containerEnv returns a container's process environment (KEY=VALUE) and its argv (command
@@ -123,13 +136,24 @@ func readOnce[T any](ctx context.Context, ns, kind string, read func(context.Con
 
 // resolveEnv builds a container's environment the way the kubelet does: envFrom sources in
 // order, then env in order, each value's $(VAR) references resolved against what is defined
-// before it. POD_IP, POD_NAME and POD_NAMESPACE come first, as if the pod had declared them,
-// so the container can override them and refer to them. Service link variables are not made.
+// before it and then the service variables (serviceEnv), which come last unless the
+// container defines them itself. POD_IP, POD_NAME and POD_NAMESPACE come first, as if the pod
+// had declared them, so the container can override them and refer to them.
 func resolveEnv(ctx context.Context, src objectSource, pod *corev1.Pod, podIP string, spec corev1.Container) (*envVars, error) {
+	links, err := serviceEnv(ctx, src, pod)
+	if err != nil {
+		return nil, err
+	}
 	vars := &envVars{values: map[string]string{}}
 	vars.set("POD_IP", podIP)
 	vars.set("POD_NAME", pod.Name)
 	vars.set("POD_NAMESPACE", pod.Namespace)
+	lookup := func(k string) (string, bool) {
+		if v, ok := vars.lookup(k); ok {
+			return v, ok
+		}
+		return links.lookup(k)
+	}
 	ns := pod.Namespace
 	// Each object is read once per container, so that all its keys come from one version.
 	getConfigMap := readOnce(ctx, ns, "configmap", src.configMap)
@@ -167,7 +191,7 @@ func resolveEnv(ctx context.Context, src objectSource, pod *corev1.Pod, podIP st
 		value := e.Value
 		switch from := e.ValueFrom; {
 		case value != "" || from == nil:
-			value = expand(value, vars.lookup)
+			value = expand(value, lookup)
 		case from.FieldRef != nil:
 			v, err := podField(pod, podIP, from.FieldRef.FieldPath)
 			if err != nil {
@@ -216,7 +240,84 @@ func resolveEnv(ctx context.Context, src objectSource, pod *corev1.Pod, podIP st
 		}
 		vars.set(e.Name, value)
 	}
+	for _, k := range links.names {
+		if _, set := vars.values[k]; !set {
+			vars.set(k, links.values[k])
+		}
+	}
 	return vars, nil
+}
+
+// masterServices are the services of the default namespace whose variables every pod gets,
+// whatever its enableServiceLinks: the API server's own (what rest.InClusterConfig reads).
+var masterServices = []string{"kubernetes"}
+
+// serviceEnv returns the service variables of a pod as the kubelet makes them: those of the
+// kubernetes service in default always, and, unless spec.enableServiceLinks is false, those
+// of every service of the pod's namespace (which win over default's of the same name). A
+// service without a ClusterIP (headless) gives none. Services are in name order, so a
+// container's environment is the same from start to start.
+func serviceEnv(ctx context.Context, src objectSource, pod *corev1.Pod) (*envVars, error) {
+	chosen := map[string]*corev1.Service{}
+	links := pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks
+	if pod.Namespace != metav1.NamespaceDefault || !links {
+		svcs, err := src.services(ctx, metav1.NamespaceDefault)
+		if err != nil {
+			return nil, fmt.Errorf("failed to list services when setting up env vars: %w", err)
+		}
+		for _, s := range svcs {
+			if slices.Contains(masterServices, s.Name) {
+				chosen[s.Name] = s
+			}
+		}
+	}
+	if links {
+		svcs, err := src.services(ctx, pod.Namespace)
+		if err != nil {
+			return nil, fmt.Errorf("failed to list services when setting up env vars: %w", err)
+		}
+		for _, s := range svcs {
+			chosen[s.Name] = s
+		}
+	}
+	out := &envVars{values: map[string]string{}}
+	for _, name := range slices.Sorted(maps.Keys(chosen)) {
+		serviceVars(out, chosen[name])
+	}
+	return out, nil
+}
+
+// serviceVars adds one service's variables: <NAME>_SERVICE_HOST, <NAME>_SERVICE_PORT (the first
+// port), <NAME>_SERVICE_PORT_<PORT NAME> for each named port, and the Docker link variables
+// <NAME>_PORT and <NAME>_PORT_<port>_<PROTOCOL>[_PROTO|_PORT|_ADDR]; names upper-cased, "-" as "_".
+func serviceVars(out *envVars, s *corev1.Service) {
+	ip := s.Spec.ClusterIP
+	if ip == "" || ip == corev1.ClusterIPNone || len(s.Spec.Ports) == 0 {
+		return
+	}
+	prefix := strings.ToUpper(strings.ReplaceAll(s.Name, "-", "_"))
+	out.set(prefix+"_SERVICE_HOST", ip)
+	out.set(prefix+"_SERVICE_PORT", strconv.Itoa(int(s.Spec.Ports[0].Port)))
+	for _, p := range s.Spec.Ports {
+		if p.Name != "" {
+			out.set(prefix+"_SERVICE_PORT_"+strings.ToUpper(strings.ReplaceAll(p.Name, "-", "_")), strconv.Itoa(int(p.Port)))
+		}
+	}
+	for i, p := range s.Spec.Ports {
+		proto := strings.ToLower(string(p.Protocol))
+		if proto == "" {
+			proto = "tcp"
+		}
+		url := proto + "://" + net.JoinHostPort(ip, strconv.Itoa(int(p.Port)))
+		if i == 0 {
+			out.set(prefix+"_PORT", url)
+		}
+		port := prefix + "_PORT_" + strconv.Itoa(int(p.Port)) + "_" + strings.ToUpper(proto)
+		out.set(port, url)
+		out.set(port+"_PROTO", proto)
+		out.set(port+"_PORT", strconv.Itoa(int(p.Port)))
+		out.set(port+"_ADDR", ip)
+	}
 }
 
 // podField is the value of a downward API field path for an env var (fieldRef).

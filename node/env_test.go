@@ -77,10 +77,16 @@ func TestPodField(t *testing.T) {
 	}
 }
 
-// fakeObjects serves ConfigMaps and Secrets from maps, NotFound for others.
+// fakeObjects serves ConfigMaps and Secrets from maps, NotFound for others, and Services by
+// namespace.
 type fakeObjects struct {
 	cms     map[string]*corev1.ConfigMap
 	secrets map[string]*corev1.Secret
+	svcs    map[string][]*corev1.Service
+}
+
+func (f fakeObjects) services(_ context.Context, ns string) ([]*corev1.Service, error) {
+	return f.svcs[ns], nil
 }
 
 func (f fakeObjects) configMap(_ context.Context, _, name string) (*corev1.ConfigMap, error) {
@@ -95,6 +101,15 @@ func (f fakeObjects) secret(_ context.Context, _, name string) (*corev1.Secret, 
 		return s, nil
 	}
 	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, name)
+}
+
+// afterPodVars renders an environment as "K=V K=V", without POD_IP, POD_NAME and POD_NAMESPACE.
+func afterPodVars(vars *envVars) string {
+	var out []string
+	for _, k := range vars.names[3:] {
+		out = append(out, k+"="+vars.values[k])
+	}
+	return strings.Join(out, " ")
 }
 
 func TestResolveEnv(t *testing.T) {
@@ -162,15 +177,64 @@ func TestResolveEnv(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got []string
-			for _, k := range vars.names[3:] {
-				got = append(got, k+"="+vars.values[k])
-			}
-			if strings.Join(got, " ") != tc.want {
-				t.Errorf("env %q, want %q", strings.Join(got, " "), tc.want)
+			if got := afterPodVars(vars); got != tc.want {
+				t.Errorf("env %q, want %q", got, tc.want)
 			}
 			if vars.names[0] != "POD_IP" || vars.values["POD_IP"] != "10.0.0.9" || vars.values["POD_NAMESPACE"] != "ns" {
 				t.Errorf("pod vars %v", vars.values)
+			}
+		})
+	}
+}
+
+func service(ns, name, ip string, ports ...corev1.ServicePort) *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.ServiceSpec{ClusterIP: ip, Ports: ports}}
+}
+
+// TestServiceEnv: the service variables the kubelet sets: the kubernetes service's always, the
+// pod's namespace's unless enableServiceLinks is false; the container's own env wins and may
+// refer to them.
+func TestServiceEnv(t *testing.T) {
+	src := fakeObjects{svcs: map[string][]*corev1.Service{
+		"default": {
+			service("default", "kubernetes", "10.96.0.1", corev1.ServicePort{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP}),
+			service("default", "other", "10.96.0.9", corev1.ServicePort{Port: 80}),
+		},
+		"ns": {
+			service("ns", "web-db", "10.96.3.4", corev1.ServicePort{Name: "sql", Port: 5432}, corev1.ServicePort{Name: "dns-udp", Port: 53, Protocol: corev1.ProtocolUDP}),
+			service("ns", "headless", corev1.ClusterIPNone, corev1.ServicePort{Port: 80}),
+		},
+	}}
+	kubernetes := "KUBERNETES_SERVICE_HOST=10.96.0.1 KUBERNETES_SERVICE_PORT=443 KUBERNETES_SERVICE_PORT_HTTPS=443 " +
+		"KUBERNETES_PORT=tcp://10.96.0.1:443 KUBERNETES_PORT_443_TCP=tcp://10.96.0.1:443 KUBERNETES_PORT_443_TCP_PROTO=tcp " +
+		"KUBERNETES_PORT_443_TCP_PORT=443 KUBERNETES_PORT_443_TCP_ADDR=10.96.0.1"
+	webDB := "WEB_DB_SERVICE_HOST=10.96.3.4 WEB_DB_SERVICE_PORT=5432 WEB_DB_SERVICE_PORT_SQL=5432 WEB_DB_SERVICE_PORT_DNS_UDP=53 " +
+		"WEB_DB_PORT=tcp://10.96.3.4:5432 WEB_DB_PORT_5432_TCP=tcp://10.96.3.4:5432 WEB_DB_PORT_5432_TCP_PROTO=tcp " +
+		"WEB_DB_PORT_5432_TCP_PORT=5432 WEB_DB_PORT_5432_TCP_ADDR=10.96.3.4 WEB_DB_PORT_53_UDP=udp://10.96.3.4:53 " +
+		"WEB_DB_PORT_53_UDP_PROTO=udp WEB_DB_PORT_53_UDP_PORT=53 WEB_DB_PORT_53_UDP_ADDR=10.96.3.4"
+	for _, tc := range []struct {
+		name  string
+		ns    string
+		links *bool
+		env   []corev1.EnvVar
+		want  string
+	}{
+		{name: "links on (the default)", ns: "ns", want: kubernetes + " " + webDB},
+		{name: "links off", ns: "ns", links: new(false), want: kubernetes},
+		{name: "in default", ns: "default", want: kubernetes + " OTHER_SERVICE_HOST=10.96.0.9 OTHER_SERVICE_PORT=80 OTHER_PORT=tcp://10.96.0.9:80 " +
+			"OTHER_PORT_80_TCP=tcp://10.96.0.9:80 OTHER_PORT_80_TCP_PROTO=tcp OTHER_PORT_80_TCP_PORT=80 OTHER_PORT_80_TCP_ADDR=10.96.0.9"},
+		{name: "the container's own env first, referring to them", ns: "ns", links: new(false),
+			env:  []corev1.EnvVar{{Name: "API", Value: "https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)"}, {Name: "KUBERNETES_SERVICE_PORT", Value: "6443"}},
+			want: "API=https://10.96.0.1:443 KUBERNETES_SERVICE_PORT=6443 " + strings.Replace(kubernetes, "KUBERNETES_SERVICE_PORT=443 ", "", 1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: tc.ns}, Spec: corev1.PodSpec{EnableServiceLinks: tc.links}}
+			vars, err := resolveEnv(context.Background(), src, pod, "10.1.1.1", corev1.Container{Env: tc.env})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := afterPodVars(vars); got != tc.want {
+				t.Errorf("env\n%s\nwant\n%s", got, tc.want)
 			}
 		})
 	}
@@ -218,7 +282,8 @@ func TestEnvFromObjects(t *testing.T) {
 			return strings.HasSuffix(env, mode+"\n"), env // the $(MODE) line of the script, written last
 		})
 		for _, want := range []string{"MODE=" + mode, "PW=s3cret", "APP=env", "CFG_level=3", "CFG_mode=" + mode,
-			"MSG=hi " + mode + " $(MODE)", "POD_NAME=" + name, "POD_NAMESPACE=" + ns} {
+			"MSG=hi " + mode + " $(MODE)", "POD_NAME=" + name, "POD_NAMESPACE=" + ns,
+			"KUBERNETES_SERVICE_HOST=10.96.0.1", "KUBERNETES_SERVICE_PORT=443"} {
 			if !strings.Contains(env, "\n"+want+"\n") && !strings.HasPrefix(env, want+"\n") {
 				t.Errorf("%s: env lacks %s:\n%s", name, want, env)
 			}

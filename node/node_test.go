@@ -169,10 +169,13 @@ func podCondition(p *corev1.Pod, t corev1.PodConditionType) corev1.ConditionStat
 	return ""
 }
 
+// shPod is a pod running script with sh. It mounts no service-account token: the test
+// namespaces have no controller manager to make the default account and kube-root-ca.crt
+// (TestServiceAccountVolume makes them).
 func shPod(ns, name, node, script string, policy corev1.RestartPolicy) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: corev1.PodSpec{NodeName: node, RestartPolicy: policy, TerminationGracePeriodSeconds: new(int64(5)),
+		Spec: corev1.PodSpec{NodeName: node, RestartPolicy: policy, TerminationGracePeriodSeconds: new(int64(5)), AutomountServiceAccountToken: new(false),
 			Containers: []corev1.Container{{Name: "main", Image: "sh", Command: []string{"/bin/sh", "-c", script},
 				Env: []corev1.EnvVar{{Name: "GREETING", Value: "hi"}}}}},
 	}

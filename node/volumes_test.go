@@ -206,3 +206,41 @@ func hasEvent(ctx context.Context, c *client.Client, ns, pod, reason, want strin
 	}
 	return false, fmt.Sprintf("events %s: %q", reason, seen)
 }
+
+// TestServiceAccountVolume: a pod as the API admits it gets the kube-api-access volume; the
+// agent fills it with a token bound to the pod (TokenRequest), ca.crt from kube-root-ca.crt
+// and the namespace, and the container has the kubernetes service's variables. Before the
+// service account exists, the pod waits in ContainerCreating.
+func TestServiceAccountVolume(t *testing.T) {
+	if !mountns.Privileged() {
+		t.Skip("the node tests run the agent as root")
+	}
+	c := newClient(t)
+	a := startAgent(t, c, "node-sa", "127.96.0.0/24")
+	ns := testserver.Namespace(t, c, "node-sa-")
+	ctx := context.Background()
+	pods := client.Resource[*corev1.Pod](c, "pods").Namespace(ns)
+	if _, err := client.Resource[*corev1.ConfigMap](c, "configmaps").Namespace(ns).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-root-ca.crt"}, Data: map[string]string{"ca.crt": "the CA"}}); err != nil {
+		t.Fatal(err)
+	}
+	dir := "/var/run/secrets/kubernetes.io/serviceaccount"
+	pod := shPod(ns, "sa", "node-sa", `cat `+dir+`/ca.crt; echo; cat `+dir+`/namespace; echo; cut -c1-3 `+dir+`/token; echo "host=$KUBERNETES_SERVICE_HOST"; sleep 100`, corev1.RestartPolicyAlways)
+	pod.Spec.AutomountServiceAccountToken = nil
+	if _, err := pods.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "sa waiting for its service account", func() (bool, string) {
+		return hasEvent(ctx, c, ns, "sa", "FailedMount", `serviceaccounts "default" not found`)
+	})
+	if _, err := client.Resource[*corev1.ServiceAccount](c, "serviceaccounts").Namespace(ns).Create(ctx, &corev1.ServiceAccount{
+		ObjectMeta: metav1.ObjectMeta{Name: "default"}}); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := client.Resource[*corev1.Service](c, "services").Namespace("default").Get(ctx, "kubernetes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A JWT's header, base64url of `{"`, starts with eyJ.
+	waitLog(t, a, pods, "sa", "main", "the CA\n"+ns+"\neyJ\nhost="+svc.Spec.ClusterIP+"\n")
+}

@@ -76,8 +76,10 @@ func defaultPod(p *corev1.Pod) {
 	}
 }
 
-// admitPod does on create what Kubernetes' default admission plugins do (ServiceAccount,
-// Priority, DefaultTolerationSeconds) and sets the initial status.
+// admitPod does on create what Kubernetes' default admission plugins do (Priority,
+// DefaultTolerationSeconds; the ServiceAccount plugin, which reads the account, runs before, in
+// package serviceaccount, and the default here only serves objects made without it) and sets
+// the initial status.
 func admitPod(p *corev1.Pod) {
 	if p.Spec.ServiceAccountName == "" {
 		p.Spec.ServiceAccountName, p.Spec.DeprecatedServiceAccount = "default", "default"

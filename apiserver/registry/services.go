@@ -314,6 +314,16 @@ func (a *ServiceAllocation) ipRange() (netip.Prefix, bool) {
 	return netip.PrefixFrom(addr.Unmap(), ones).Masked(), ok
 }
 
+// APIServerServiceIP is the ClusterIP of the kubernetes service in default: the range's first
+// address, which no other service gets. The API server's certificate names it.
+func (a *ServiceAllocation) APIServerServiceIP() (netip.Addr, bool) {
+	prefix, ok := a.ipRange()
+	if !ok {
+		return netip.Addr{}, false
+	}
+	return offset(prefix, 1), true
+}
+
 func (a *ServiceAllocation) allocateClusterIP(s *corev1.Service, op *corev1.ServiceSpec, taken func(string) (bool, error)) field.ErrorList {
 	sp, p := &s.Spec, field.NewPath("spec")
 	ipPath := p.Child("clusterIPs").Index(0)
@@ -342,7 +352,8 @@ func (a *ServiceAllocation) allocateClusterIP(s *corev1.Service, op *corev1.Serv
 	}
 	ip := sp.ClusterIP
 	if ip == "" && s.Namespace == "default" && s.Name == "kubernetes" {
-		ip = offset(prefix, 1).String() // the range's first address is reserved for the API server's own service
+		first, _ := a.APIServerServiceIP()
+		ip = first.String()
 	}
 	if ip == "" {
 		bits := prefix.Addr().BitLen() - prefix.Bits()

@@ -64,6 +64,10 @@ func runUp(ctx context.Context, o apiserver.Options, proxyMode string) error {
 
 	cm := manager.DefaultOptions()
 	cm.Kubeconfig, cm.LeaderElect, cm.SecurePort = o.WriteKubeconfig, false, 0
+	// The token controller signs with the apiserver's own key, and kube-root-ca.crt publishes
+	// the certificate the apiserver answers TLS with (to in-cluster clients, through the
+	// kubernetes service), as kube-controller-manager is set up beside kube-apiserver.
+	cm.Config.ServiceAccountKeyFile, cm.Config.RootCAFile = api.ServiceAccountKeyFile, api.CAFile
 	sched := scheduler.DefaultOptions()
 	sched.Kubeconfig, sched.LeaderElect = o.WriteKubeconfig, false
 	px := proxy.DefaultOptions()

@@ -166,6 +166,10 @@ func (m *Manager) lead(ctx context.Context) {
 			m.setState(e.Name, fmt.Errorf("could not build: %w", err))
 			continue
 		}
+		if c == nil {
+			slog.Info("controller turned off by its configuration", "controller", e.Name)
+			continue
+		}
 		started = append(started, running{e, c})
 	}
 	var wg sync.WaitGroup

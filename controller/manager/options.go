@@ -85,6 +85,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Var(gcThreshold{&o.Config.TerminatedPodGCThreshold}, "terminated-pod-gc-threshold", "terminated pods kept before the pod garbage collector deletes the oldest (0 = never delete them)")
 	fs.DurationVar(&o.Config.NodeMonitorGracePeriod, "node-monitor-grace-period", o.Config.NodeMonitorGracePeriod, "how long a node may go without a heartbeat before it is marked unreachable")
 	fs.DurationVar(&o.Config.NodeMonitorPeriod, "node-monitor-period", o.Config.NodeMonitorPeriod, "how often the node lifecycle controller looks at every node")
+	fs.StringVar(&o.Config.ServiceAccountKeyFile, "service-account-private-key-file", o.Config.ServiceAccountKeyFile, "PEM private key (RSA or ECDSA) that signs the tokens of service-account token Secrets; empty turns the token controller off")
+	fs.StringVar(&o.Config.RootCAFile, "root-ca-file", o.Config.RootCAFile, "CA bundle published in every namespace's kube-root-ca.crt and put into service-account token Secrets (default: the kubeconfig's)")
+	fs.IntVar(&o.Config.ConcurrentSATokenSyncs, "concurrent-serviceaccount-token-syncs", o.Config.ConcurrentSATokenSyncs, "workers of the service-account token controller")
 	fs.DurationVar(&o.Config.PodEvictionTimeout, "pod-eviction-timeout", o.Config.PodEvictionTimeout, "how long pods stay on an unreachable or not-ready node before they are evicted (unless they tolerate it)")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect a leader among replicas through a Lease; only the leader runs controllers")
 	fs.DurationVar(&o.Election.LeaseDuration, "leader-elect-lease-duration", o.Election.LeaseDuration, "how long a silent leader keeps the lease")
@@ -121,6 +124,9 @@ func (o Options) Validate() error {
 	}
 	if c.ConcurrentDeploymentSyncs < 1 {
 		errs = append(errs, "--concurrent-deployment-syncs must be at least 1")
+	}
+	if c.ConcurrentSATokenSyncs < 1 {
+		errs = append(errs, "--concurrent-serviceaccount-token-syncs must be at least 1")
 	}
 	if c.NamespaceSyncPeriod <= 0 {
 		errs = append(errs, "--namespace-sync-period must be positive")
@@ -161,15 +167,17 @@ func (o Options) enabled() ([]controller.Entry, error) {
 		case name == "*":
 			star = true
 		case strings.HasPrefix(name, "-"):
-			if !known(name[1:]) {
+			canonical, ok := lookupName(name[1:])
+			if !ok {
 				return nil, fmt.Errorf("--controllers: unknown controller %q", name[1:])
 			}
-			want[name[1:]] = false
+			want[canonical] = false
 		default:
-			if !known(name) {
+			canonical, ok := lookupName(name)
+			if !ok {
 				return nil, fmt.Errorf("--controllers: unknown controller %q", name)
 			}
-			want[name] = true
+			want[canonical] = true
 		}
 	}
 	var out []controller.Entry
@@ -182,8 +190,14 @@ func (o Options) enabled() ([]controller.Entry, error) {
 	return out, nil
 }
 
-func known(name string) bool {
-	return slices.ContainsFunc(Registry, func(e controller.Entry) bool { return e.Name == name })
+// lookupName returns the registered name of a controller named by its name or an alias.
+func lookupName(name string) (string, bool) {
+	for _, e := range Registry {
+		if e.Name == name || slices.Contains(e.Aliases, name) {
+			return e.Name, true
+		}
+	}
+	return "", false
 }
 
 // Names lists the registered controllers.

@@ -10,7 +10,9 @@ import (
 	"github.com/kplane/kplane/controller/nodelifecycle"
 	"github.com/kplane/kplane/controller/podgc"
 	"github.com/kplane/kplane/controller/replicaset"
+	"github.com/kplane/kplane/controller/rootcacertpublisher"
 	"github.com/kplane/kplane/controller/serviceaccount"
+	"github.com/kplane/kplane/controller/serviceaccounttoken"
 )
 
 // Registry lists every controller the manager can run, one entry each, in start order.
@@ -19,6 +21,8 @@ var Registry = []controller.Entry{
 	endpointslice.Entry,
 	namespace.Entry,
 	serviceaccount.Entry,
+	serviceaccounttoken.Entry,
+	rootcacertpublisher.Entry,
 	podgc.Entry,
 	nodelifecycle.Entry,
 	replicaset.ReplicaSetEntry,

@@ -44,6 +44,7 @@ var env struct {
 	kubeconfig string
 	cacheDir   string
 	serverURL  string
+	dataDir    string // the server's (its certificate is tls.crt there)
 	kubectlEnv []string
 }
 
@@ -92,7 +93,8 @@ func runMain(m *testing.M) int {
 	env.kubectlEnv = append(env.kubectlEnv, "HOME="+filepath.Join(dir, "home"))
 
 	logPath := filepath.Join(dir, "apiserver.log")
-	stop, err := startServer(bin, filepath.Join(dir, "data"), logPath)
+	env.dataDir = filepath.Join(dir, "data")
+	stop, err := startServer(bin, env.dataDir, logPath)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		printLogTail(logPath)

@@ -1,0 +1,33 @@
+package manager
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestControllerAliases: --controllers takes kube-controller-manager's older names too.
+func TestControllerAliases(t *testing.T) {
+	for _, tc := range []struct {
+		controllers []string
+		has, lacks  string
+	}{
+		{[]string{"*"}, "serviceaccount-token-controller", ""},
+		{[]string{"*", "-serviceaccount-token"}, "root-ca-certificate-publisher-controller", "serviceaccount-token-controller"},
+		{[]string{"root-ca-cert-publisher"}, "root-ca-certificate-publisher-controller", "endpoint"},
+		{[]string{"*", "-root-ca-certificate-publisher-controller"}, "endpoint", "root-ca-certificate-publisher-controller"},
+	} {
+		o := DefaultOptions()
+		o.Controllers = tc.controllers
+		entries, err := o.enabled()
+		if err != nil {
+			t.Fatalf("%v: %v", tc.controllers, err)
+		}
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name)
+		}
+		if !slices.Contains(names, tc.has) || tc.lacks != "" && slices.Contains(names, tc.lacks) {
+			t.Errorf("%v: %v, want %s and not %q", tc.controllers, names, tc.has, tc.lacks)
+		}
+	}
+}

@@ -68,6 +68,9 @@ type Config struct {
 	// PodEvictionTimeout: how long pods that do not tolerate the unreachable or not-ready taint
 	// stay on such a node before they are evicted (default 5m, seed 000's).
 	PodEvictionTimeout time.Duration
+	// PVClaimBinderSyncPeriod: how often the PersistentVolume binder looks at every volume and
+	// claim again (default 15s).
+	PVClaimBinderSyncPeriod time.Duration
 }
 
 // Defaults returns c with every zero field set to Kubernetes' default.
@@ -116,6 +119,9 @@ func (c Config) Defaults() Config {
 	}
 	if c.PodEvictionTimeout == 0 {
 		c.PodEvictionTimeout = 5 * time.Minute
+	}
+	if c.PVClaimBinderSyncPeriod == 0 {
+		c.PVClaimBinderSyncPeriod = 15 * time.Second
 	}
 	return c
 }

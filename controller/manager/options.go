@@ -86,6 +86,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Config.NodeMonitorGracePeriod, "node-monitor-grace-period", o.Config.NodeMonitorGracePeriod, "how long a node may go without a heartbeat before it is marked unreachable")
 	fs.DurationVar(&o.Config.NodeMonitorPeriod, "node-monitor-period", o.Config.NodeMonitorPeriod, "how often the node lifecycle controller looks at every node")
 	fs.DurationVar(&o.Config.PodEvictionTimeout, "pod-eviction-timeout", o.Config.PodEvictionTimeout, "how long pods stay on an unreachable or not-ready node before they are evicted (unless they tolerate it)")
+	fs.DurationVar(&o.Config.PVClaimBinderSyncPeriod, "pvclaimbinder-sync-period", o.Config.PVClaimBinderSyncPeriod, "how often the PersistentVolume binder looks at every volume and claim again")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect a leader among replicas through a Lease; only the leader runs controllers")
 	fs.DurationVar(&o.Election.LeaseDuration, "leader-elect-lease-duration", o.Election.LeaseDuration, "how long a silent leader keeps the lease")
 	fs.DurationVar(&o.Election.RenewDeadline, "leader-elect-renew-deadline", o.Election.RenewDeadline, "how long the leader tries to renew before it stops leading")
@@ -130,6 +131,9 @@ func (o Options) Validate() error {
 	}
 	if c.MinResyncPeriod <= 0 {
 		errs = append(errs, "--min-resync-period must be positive")
+	}
+	if c.PVClaimBinderSyncPeriod <= 0 {
+		errs = append(errs, "--pvclaimbinder-sync-period must be positive")
 	}
 	if o.SecurePort < 0 || o.SecurePort > 65535 {
 		errs = append(errs, "--secure-port must be between 0 and 65535")

@@ -10,7 +10,9 @@ import (
 )
 
 // Cluster-scoped storage objects are shared by the package's tests, so each test names its own.
-func uniqueName(prefix string) string { return fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1000000) }
+func uniqueName(prefix string) string {
+	return fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1000000)
+}
 
 func storageClassBody(name, provisioner string, isDefault bool) map[string]any {
 	m := map[string]any{"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",

@@ -95,7 +95,9 @@ func TestPersistentVolumeValidation(t *testing.T) {
 	}{
 		{"valid", func(*corev1.PersistentVolume) {}, nil},
 		{"no access modes", func(v *corev1.PersistentVolume) { v.Spec.AccessModes = nil }, []string{"spec.accessModes:FieldValueRequired"}},
-		{"unknown access mode", func(v *corev1.PersistentVolume) { v.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{"Sometimes"} },
+		{"unknown access mode", func(v *corev1.PersistentVolume) {
+			v.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{"Sometimes"}
+		},
 			[]string{"spec.accessModes:FieldValueNotSupported"}},
 		{"RWOP with others", func(v *corev1.PersistentVolume) {
 			v.Spec.AccessModes = append(v.Spec.AccessModes, corev1.ReadWriteOncePod)
@@ -242,10 +244,14 @@ func TestPersistentVolumeClaimUpdate(t *testing.T) {
 			c.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("2Gi")
 		}, []string{"spec:FieldValueForbidden"}},
 		{"bound claim may grow", func(c *corev1.PersistentVolumeClaim) { c.Status.Phase = corev1.ClaimBound },
-			func(c *corev1.PersistentVolumeClaim) { c.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("2Gi") }, nil},
+			func(c *corev1.PersistentVolumeClaim) {
+				c.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("2Gi")
+			}, nil},
 		{"bound claim may not shrink below its capacity", func(c *corev1.PersistentVolumeClaim) {
 			c.Status.Phase, c.Status.Capacity = corev1.ClaimBound, corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}
-		}, func(c *corev1.PersistentVolumeClaim) { c.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("512Mi") },
+		}, func(c *corev1.PersistentVolumeClaim) {
+			c.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("512Mi")
+		},
 			[]string{"spec.resources.requests.storage:FieldValueForbidden"}},
 		{"volume mode is immutable", nil, func(c *corev1.PersistentVolumeClaim) { c.Spec.VolumeMode = new(corev1.PersistentVolumeBlock) },
 			[]string{"spec:FieldValueForbidden", "volumeMode:FieldValueInvalid"}},

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/kplane/kplane/client"
-	"github.com/kplane/kplane/controller"
 	"github.com/kplane/kplane/controller/volume/persistentvolume"
 	"github.com/kplane/kplane/internal/testserver"
 	"github.com/kplane/kplane/node/localpath"
@@ -47,15 +46,7 @@ func TestSchedulingWithVolumes(t *testing.T) {
 	for n, dir := range dirs {
 		go func() { done <- localpath.New(c, n, dir).Run(runCtx) }()
 	}
-	cctx, err := controller.NewContext(c, controller.Config{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	binder, err := persistentvolume.New(cctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	testserver.RunControllers(t, cctx, 1, binder)
+	testserver.StartControllers(t, c, 1, persistentvolume.Entry)
 	t.Cleanup(func() {
 		stop()
 		for range 3 {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/kplane/kplane/client"
-	"github.com/kplane/kplane/controller"
 	"github.com/kplane/kplane/controller/volume/persistentvolume"
 	"github.com/kplane/kplane/controller/volume/protection"
 	"github.com/kplane/kplane/internal/pv"
@@ -30,19 +29,7 @@ const wait = 10 * time.Second
 // do not run in parallel: each has its own controllers, and volumes are cluster-wide.
 func startControllers(t *testing.T) {
 	t.Helper()
-	cctx, err := controller.NewContext(c, controller.Config{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ctrls []controller.Controller
-	for _, e := range []controller.Entry{persistentvolume.Entry, protection.PVCEntry, protection.PVEntry} {
-		ctrl, err := e.New(cctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctrls = append(ctrls, ctrl)
-	}
-	testserver.RunControllers(t, cctx, 1, ctrls...)
+	testserver.StartControllers(t, c, 1, persistentvolume.Entry, protection.PVCEntry, protection.PVEntry)
 }
 
 var ctx = context.Background()

@@ -89,32 +89,49 @@ func withFinalizers(finalizers []string, f string, a action) []string {
 	return out
 }
 
-// PVCController keeps kubernetes.io/pvc-protection on claims.
-type PVCController struct {
-	client   *client.Client
-	claims   *cache.Informer[*corev1.PersistentVolumeClaim]
-	pods     *cache.Informer[*corev1.Pod]
+// Controller keeps one protection finalizer on the objects of one resource.
+type Controller[T cache.Object] struct {
+	name      string
+	finalizer string
+	api       *client.Typed[T]
+	objects   *cache.Informer[T]
+	// inUse reports whether obj, being deleted, is still in use.
+	inUse    func(ctx context.Context, obj T) (bool, error)
+	synced   []func() bool
 	handlers []cache.Registration
 	queue    *workqueue.RateLimitingQueue[string]
 	syncs    *controller.SyncMetrics
 }
 
-// NewPVC builds the claim protection controller on ctx's shared informers.
-func NewPVC(ctx *controller.Context) *PVCController {
-	c := &PVCController{
-		client: ctx.Client,
-		claims: cache.For[*corev1.PersistentVolumeClaim](ctx.Informers, "persistentvolumeclaims"),
-		pods:   cache.For[*corev1.Pod](ctx.Informers, "pods"),
+func newController[T cache.Object](ctx *controller.Context, name, resource, finalizer, queue string) *Controller[T] {
+	c := &Controller[T]{
+		name:      name,
+		finalizer: finalizer,
+		api:       client.Resource[T](ctx.Client, resource),
+		objects:   cache.For[T](ctx.Informers, resource),
 		queue: workqueue.NewRateLimited[string](workqueue.DefaultControllerRateLimiter[string](),
-			workqueue.WithName("pvcprotection"), workqueue.WithMetrics(ctx.QueueMetrics)),
+			workqueue.WithName(queue), workqueue.WithMetrics(ctx.QueueMetrics)),
 		syncs: ctx.Syncs,
 	}
-	persistentvolume.AddClaimIndex(c.pods)
-	claimChanged := func(pvc *corev1.PersistentVolumeClaim) {
-		if interesting(pvc, pv.PVCProtectionFinalizer) {
-			c.queue.Add(pvc.Namespace + "/" + pvc.Name)
+	changed := func(obj T) {
+		if interesting(obj, finalizer) {
+			c.queue.Add(cache.MetaNamespaceKey(obj))
 		}
 	}
+	c.synced = []func() bool{c.objects.HasSynced}
+	c.handlers = []cache.Registration{c.objects.AddHandler(cache.Handler[T]{
+		OnAdd:    func(obj T, _ bool) { changed(obj) },
+		OnUpdate: func(_, obj T) { changed(obj) },
+	}, 0)}
+	return c
+}
+
+// NewPVC builds the claim protection controller on ctx's shared informers: a claim is in use
+// while a pod on a node has it among its volumes.
+func NewPVC(ctx *controller.Context) *Controller[*corev1.PersistentVolumeClaim] {
+	c := newController[*corev1.PersistentVolumeClaim](ctx, PVCName, "persistentvolumeclaims", pv.PVCProtectionFinalizer, "pvcprotection")
+	pods := cache.For[*corev1.Pod](ctx.Informers, "pods")
+	persistentvolume.AddClaimIndex(pods)
 	// A pod that ends, leaves its node or goes away may free its claims.
 	podChanged := func(p *corev1.Pod, deleted bool) {
 		if deleted || pv.PodTerminated(p) || p.Spec.NodeName == "" {
@@ -123,122 +140,69 @@ func NewPVC(ctx *controller.Context) *PVCController {
 			}
 		}
 	}
-	c.handlers = []cache.Registration{
-		c.claims.AddHandler(cache.Handler[*corev1.PersistentVolumeClaim]{
-			OnAdd:    func(pvc *corev1.PersistentVolumeClaim, _ bool) { claimChanged(pvc) },
-			OnUpdate: func(_, pvc *corev1.PersistentVolumeClaim) { claimChanged(pvc) },
-		}, 0),
-		c.pods.AddHandler(cache.Handler[*corev1.Pod]{
-			OnAdd:    func(p *corev1.Pod, _ bool) { podChanged(p, false) },
-			OnUpdate: func(_, p *corev1.Pod) { podChanged(p, false) },
-			OnDelete: func(p *corev1.Pod, _ bool) { podChanged(p, true) },
-		}, 0),
+	c.synced = append(c.synced, pods.HasSynced)
+	c.handlers = append(c.handlers, pods.AddHandler(cache.Handler[*corev1.Pod]{
+		OnAdd:    func(p *corev1.Pod, _ bool) { podChanged(p, false) },
+		OnUpdate: func(_, p *corev1.Pod) { podChanged(p, false) },
+		OnDelete: func(p *corev1.Pod, _ bool) { podChanged(p, true) },
+	}, 0))
+	// The cache first; then, before letting the claim go, the API server, since the cache may
+	// not show a pod created a moment ago.
+	livePods := client.Resource[*corev1.Pod](ctx.Client, "pods")
+	c.inUse = func(ctx context.Context, pvc *corev1.PersistentVolumeClaim) (bool, error) {
+		for _, p := range persistentvolume.PodsUsingClaim(pods, pvc.Namespace, pvc.Name) {
+			if podUsesClaim(p, pvc.Name) {
+				return true, nil
+			}
+		}
+		list, err := livePods.Namespace(pvc.Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, fmt.Errorf("live list of pods failed: %w", err)
+		}
+		return slices.ContainsFunc(list.Items, func(p *corev1.Pod) bool { return podUsesClaim(p, pvc.Name) }), nil
+	}
+	return c
+}
+
+// NewPV builds the volume protection controller on ctx's shared informers: a volume is in use
+// while it is Bound.
+func NewPV(ctx *controller.Context) *Controller[*corev1.PersistentVolume] {
+	c := newController[*corev1.PersistentVolume](ctx, PVName, "persistentvolumes", pv.PVProtectionFinalizer, "pvprotection")
+	c.inUse = func(_ context.Context, v *corev1.PersistentVolume) (bool, error) {
+		return v.Status.Phase == corev1.VolumeBound, nil
 	}
 	return c
 }
 
 // Name implements controller.Controller.
-func (c *PVCController) Name() string { return PVCName }
+func (c *Controller[T]) Name() string { return c.name }
 
-// Run syncs claims until ctx is cancelled.
-func (c *PVCController) Run(ctx context.Context, workers int) error {
-	controller.Workers{Name: PVCName, Queue: c.queue, Count: workers, Sync: c.sync, Metrics: c.syncs,
-		Synced: []func() bool{c.claims.HasSynced, c.pods.HasSynced}, Handlers: c.handlers}.Run(ctx)
+// Run syncs objects until ctx is cancelled.
+func (c *Controller[T]) Run(ctx context.Context, workers int) error {
+	controller.Workers{Name: c.name, Queue: c.queue, Count: workers, Sync: c.sync, Metrics: c.syncs,
+		Synced: c.synced, Handlers: c.handlers}.Run(ctx)
 	return nil
 }
 
-func (c *PVCController) sync(ctx context.Context, key string) error {
-	pvc, ok := c.claims.Indexer().Get(key)
+func (c *Controller[T]) sync(ctx context.Context, key string) error {
+	obj, ok := c.objects.Indexer().Get(key)
 	if !ok {
 		return nil
 	}
-	a := decide(pvc, pv.PVCProtectionFinalizer, true)
-	if a == keep && pvc.DeletionTimestamp != nil && slices.Contains(pvc.Finalizers, pv.PVCProtectionFinalizer) {
-		used, err := c.inUse(ctx, pvc)
+	a := decide(obj, c.finalizer, true)
+	if a == keep && obj.GetDeletionTimestamp() != nil && slices.Contains(obj.GetFinalizers(), c.finalizer) {
+		used, err := c.inUse(ctx, obj)
 		if err != nil {
 			return err
 		}
-		a = decide(pvc, pv.PVCProtectionFinalizer, used)
+		a = decide(obj, c.finalizer, used)
 	}
 	if a == keep {
 		return nil
 	}
-	next := pvc.DeepCopy()
-	next.Finalizers = withFinalizers(pvc.Finalizers, pv.PVCProtectionFinalizer, a)
-	_, err := client.Resource[*corev1.PersistentVolumeClaim](c.client, "persistentvolumeclaims").Namespace(pvc.Namespace).Update(ctx, next)
-	if client.IsNotFound(err) {
-		return nil
-	}
-	return err
-}
-
-// inUse reports whether a pod uses pvc: first from the cache, then, before letting the claim
-// go, from the API server, since the cache may not show a pod created a moment ago.
-func (c *PVCController) inUse(ctx context.Context, pvc *corev1.PersistentVolumeClaim) (bool, error) {
-	for _, p := range persistentvolume.PodsUsingClaim(c.pods, pvc.Namespace, pvc.Name) {
-		if podUsesClaim(p, pvc.Name) {
-			return true, nil
-		}
-	}
-	list, err := client.Resource[*corev1.Pod](c.client, "pods").Namespace(pvc.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return false, fmt.Errorf("live list of pods failed: %w", err)
-	}
-	return slices.ContainsFunc(list.Items, func(p *corev1.Pod) bool { return podUsesClaim(p, pvc.Name) }), nil
-}
-
-// PVController keeps kubernetes.io/pv-protection on volumes.
-type PVController struct {
-	client   *client.Client
-	volumes  *cache.Informer[*corev1.PersistentVolume]
-	handlers []cache.Registration
-	queue    *workqueue.RateLimitingQueue[string]
-	syncs    *controller.SyncMetrics
-}
-
-// NewPV builds the volume protection controller on ctx's shared informers.
-func NewPV(ctx *controller.Context) *PVController {
-	c := &PVController{
-		client:  ctx.Client,
-		volumes: cache.For[*corev1.PersistentVolume](ctx.Informers, "persistentvolumes"),
-		queue: workqueue.NewRateLimited[string](workqueue.DefaultControllerRateLimiter[string](),
-			workqueue.WithName("pvprotection"), workqueue.WithMetrics(ctx.QueueMetrics)),
-		syncs: ctx.Syncs,
-	}
-	changed := func(v *corev1.PersistentVolume) {
-		if interesting(v, pv.PVProtectionFinalizer) {
-			c.queue.Add(v.Name)
-		}
-	}
-	c.handlers = []cache.Registration{c.volumes.AddHandler(cache.Handler[*corev1.PersistentVolume]{
-		OnAdd:    func(v *corev1.PersistentVolume, _ bool) { changed(v) },
-		OnUpdate: func(_, v *corev1.PersistentVolume) { changed(v) },
-	}, 0)}
-	return c
-}
-
-// Name implements controller.Controller.
-func (c *PVController) Name() string { return PVName }
-
-// Run syncs volumes until ctx is cancelled.
-func (c *PVController) Run(ctx context.Context, workers int) error {
-	controller.Workers{Name: PVName, Queue: c.queue, Count: workers, Sync: c.sync, Metrics: c.syncs,
-		Synced: []func() bool{c.volumes.HasSynced}, Handlers: c.handlers}.Run(ctx)
-	return nil
-}
-
-func (c *PVController) sync(ctx context.Context, name string) error {
-	v, ok := c.volumes.Indexer().Get(name)
-	if !ok {
-		return nil
-	}
-	a := decide(v, pv.PVProtectionFinalizer, v.Status.Phase == corev1.VolumeBound)
-	if a == keep {
-		return nil
-	}
-	next := v.DeepCopy()
-	next.Finalizers = withFinalizers(v.Finalizers, pv.PVProtectionFinalizer, a)
-	_, err := client.Resource[*corev1.PersistentVolume](c.client, "persistentvolumes").Update(ctx, next)
+	next := obj.DeepCopyObject().(T)
+	next.SetFinalizers(withFinalizers(obj.GetFinalizers(), c.finalizer, a))
+	_, err := c.api.Namespace(obj.GetNamespace()).Update(ctx, next)
 	if client.IsNotFound(err) {
 		return nil
 	}

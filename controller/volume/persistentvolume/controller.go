@@ -166,6 +166,14 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 func (c *Controller) volumeChanged(v *corev1.PersistentVolume) {
 	c.written.seen(volumePrefix+v.Name, v)
 	c.queue.Add(volumePrefix + v.Name)
+	// A free volume may be what a waiting claim needs: look at them now rather than at the
+	// next resync (Kubernetes waits for that).
+	switch ref := v.Spec.ClaimRef; {
+	case ref == nil && v.DeletionTimestamp == nil:
+		c.queuePendingClaims()
+	case ref != nil && ref.UID == "":
+		c.queue.Add(claimPrefix + ref.Namespace + "/" + ref.Name)
+	}
 }
 
 func (c *Controller) claimChanged(pvc *corev1.PersistentVolumeClaim) {
@@ -173,9 +181,10 @@ func (c *Controller) claimChanged(pvc *corev1.PersistentVolumeClaim) {
 	c.queue.Add(claimPrefix + claimKey(pvc))
 }
 
+// queuePendingClaims queues the claims not bound yet.
 func (c *Controller) queuePendingClaims() {
 	for _, pvc := range c.claims.Lister().List(labels.Everything()) {
-		if pvc.Spec.VolumeName == "" {
+		if !metav1.HasAnnotation(pvc.ObjectMeta, pv.AnnBindCompleted) {
 			c.queue.Add(claimPrefix + claimKey(pvc))
 		}
 	}

@@ -175,6 +175,9 @@ func TestBindReleaseProtect(t *testing.T) {
 	big, small := ns+"-big", ns+"-small"
 	createVolume(t, big, "10Gi", corev1.PersistentVolumeReclaimRetain)
 	createVolume(t, small, "1Gi", corev1.PersistentVolumeReclaimRetain)
+	// Both volumes seen by the binder (Available) before the claim, or it might take the one it saw.
+	volumePhase(t, big, corev1.VolumeAvailable)
+	volumePhase(t, small, corev1.VolumeAvailable)
 	createClaim(t, ns, "data", "500Mi", "")
 
 	pvc := claimPhase(t, ns, "data", corev1.ClaimBound)

@@ -70,6 +70,9 @@ spec:
 	expectMatch(t, "describe pvc", k.ok("describe", "pvc", "data"),
 		`StorageClass:\s+`+class, `Status:\s+Pending`, `Finalizers:\s+\[kubernetes.io/pvc-protection\]`, `VolumeMode:\s+Filesystem`)
 
+	expectContains(t, "explain", k.ok("explain", "pvc.spec.storageClassName"), "KIND:       PersistentVolumeClaim", "storageClassName")
+	expectContains(t, "explain", k.ok("explain", "storageclass.volumeBindingMode"), "GROUP:      storage.k8s.io", "volumeBindingMode")
+
 	r := k.failIn("apiVersion: v1\nkind: PersistentVolume\nmetadata:\n  name: "+k.ns+"-bad\nspec:\n  capacity: {storage: 1Gi}\n  accessModes: [ReadWriteOnce]\n",
 		"create", "-f", "-", "-v=6")
 	expectContains(t, "stderr", r.stderr, `PersistentVolume "`+k.ns+`-bad" is invalid`, "spec: Required value: must specify a volume type", "422 Unprocessable Entity")

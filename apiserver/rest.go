@@ -294,6 +294,9 @@ func (s *Server) createPrepared(ctx context.Context, res *resource, original sto
 		obj.SetManagedFields(nil)
 		obj.SetSelfLink("")
 		res.strategy.PrepareCreate(obj)
+		if err := res.strategy.AdmitFor(ctx, s.objects(), obj, nil, ""); err != nil {
+			return nil, err
+		}
 		errs := res.strategy.AllocateFor(ctx, res.store, obj, nil)
 		errs = append(errs, res.strategy.ValidateObject(obj, nil)...)
 		if len(errs) > 0 {
@@ -353,6 +356,9 @@ func (s *Server) updateFunc(ctx context.Context, req request, newObj func(cur st
 		obj.SetResourceVersion(cur.GetResourceVersion())
 		mergeServerFields(obj, cur)
 		res.strategy.PrepareUpdate(obj, cur, req.subresource)
+		if err := res.strategy.AdmitFor(ctx, s.objects(), obj, cur, req.subresource); err != nil {
+			return nil, err
+		}
 		errs := res.strategy.AllocateFor(ctx, res.store, obj, cur)
 		errs = append(errs, res.strategy.ValidateObject(obj, cur)...)
 		if len(errs) > 0 {

@@ -78,6 +78,9 @@ type Config struct {
 	RootCAFile string
 	// ConcurrentSATokenSyncs: workers of the token controller (default 5).
 	ConcurrentSATokenSyncs int
+	// PVClaimBinderSyncPeriod: how often the PersistentVolume binder looks at every volume and
+	// claim again (default 15s).
+	PVClaimBinderSyncPeriod time.Duration
 }
 
 // Defaults returns c with every zero field set to Kubernetes' default.
@@ -129,6 +132,9 @@ func (c Config) Defaults() Config {
 	}
 	if c.ConcurrentSATokenSyncs == 0 {
 		c.ConcurrentSATokenSyncs = 5
+	}
+	if c.PVClaimBinderSyncPeriod == 0 {
+		c.PVClaimBinderSyncPeriod = 15 * time.Second
 	}
 	return c
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
+	"github.com/kplane/kplane/node/localpath"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -122,6 +124,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	loops.Go(func() { every(ctx, a.o.RenewInterval, a.renewLease) })
 	loops.Go(func() { a.events.Run(ctx) })
 	loops.Go(func() { every(ctx, a.o.StatusInterval, a.postStatus) })
+	// The node provisions the claims of the local-path class whose pods come to it.
+	loops.Go(func() {
+		if err := localpath.New(a.c, a.name, a.localPathDir()).Run(ctx); err != nil && ctx.Err() == nil {
+			slog.Error("local-path provisioner", "node", a.name, "err", err)
+		}
+	})
 
 	f := cache.NewFactory(a.c, "")
 	pods := cache.For[*corev1.Pod](f, "pods", cache.WithSelectors[*corev1.Pod]("", "spec.nodeName="+a.name))
@@ -136,6 +144,16 @@ func (a *Agent) Run(ctx context.Context) error {
 	f.Shutdown()
 	a.wg.Wait()
 	return nil
+}
+
+// localPathDir holds the volumes the local-path provisioner makes: <data-dir>/local-path,
+// absolute, since the volumes' hostPath records it.
+func (a *Agent) localPathDir() string {
+	dir, err := filepath.Abs(filepath.Join(a.o.DataDir, "local-path"))
+	if err != nil {
+		return filepath.Join(a.o.DataDir, "local-path")
+	}
+	return dir
 }
 
 // every calls f at once and then every period until ctx is cancelled.

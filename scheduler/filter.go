@@ -81,6 +81,10 @@ func Fits(pod *corev1.Pod, node *corev1.Node) string {
 	if len(pod.Spec.NodeSelector) > 0 && !labels.SelectorFromSet(pod.Spec.NodeSelector).Matches(labels.Set(node.Labels)) {
 		return reasonSelector
 	}
+	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil &&
+		!MatchNodeSelector(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution, node) {
+		return reasonSelector
+	}
 	if taint, bad := untoleratedTaint(node.Spec.Taints, pod.Spec.Tolerations); bad {
 		return fmt.Sprintf("node(s) had untolerated taint {%s}", taintString(taint))
 	}

@@ -1,9 +1,17 @@
 // Package scheduler binds pods that name no node to a ready, schedulable node that their
-// nodeSelector and tolerations allow, spreading them by the number of pods each node runs.
-// Pods that fit nowhere get the PodScheduled=False condition (reason Unschedulable) and a
-// FailedScheduling Warning event, and are tried again when nodes change and, with growing
-// delays, on their own. A pod that names its node already is not this scheduler's, even if
-// that node does not exist: it stays Pending until the pod garbage collector removes it.
+// nodeSelector, required node affinity, tolerations and volumes allow, spreading them by the
+// number of pods each node runs. Pods that fit nowhere get the PodScheduled=False condition
+// (reason Unschedulable) and a FailedScheduling Warning event, and are tried again when nodes
+// or volumes change and, with growing delays, on their own. A pod that names its node already
+// is not this scheduler's, even if that node does not exist: it stays Pending until the pod
+// garbage collector removes it.
+//
+// Volumes (volumes.go) follow Kubernetes' VolumeBinding plugin: a pod waits while a claim it
+// uses is missing or not yet bound by the binder (Immediate classes); a bound claim's volume
+// keeps the pod to the nodes it reaches; for an unbound claim of a WaitForFirstConsumer class
+// the scheduler picks the node, then binds the claim to an Available volume reachable from it
+// or asks for one to be provisioned there (volume.kubernetes.io/selected-node), and binds the
+// pod only once every claim is bound.
 package scheduler
 
 import (
@@ -17,8 +25,10 @@ import (
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
+	"github.com/kplane/kplane/internal/pv"
 	"github.com/kplane/kplane/workqueue"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -33,6 +43,9 @@ const Name = "scheduler"
 const (
 	unschedulableBase = time.Second
 	unschedulableMax  = 60 * time.Second
+	// volumeWait is how often a pod whose claims are being bound or provisioned is looked at
+	// again, besides when its claims change.
+	volumeWait = 5 * time.Second
 )
 
 // Scheduler binds the unscheduled pods of its informers. The work queue holds pod keys
@@ -41,6 +54,9 @@ type Scheduler struct {
 	client   *client.Client
 	pods     *cache.Informer[*corev1.Pod]
 	nodes    *cache.Informer[*corev1.Node]
+	claims   *cache.Informer[*corev1.PersistentVolumeClaim]
+	volumes  *cache.Informer[*corev1.PersistentVolume]
+	classes  *cache.Informer[*storagev1.StorageClass]
 	handlers []cache.Registration
 	queue    *workqueue.RateLimitingQueue[string]
 	// events records FailedScheduling, as kube-scheduler's "default-scheduler".
@@ -53,6 +69,8 @@ type Scheduler struct {
 	assumed map[string]string
 	// waiting holds the unschedulable pods and how often each failed in a row.
 	waiting map[string]int
+	// binding holds the pods placed on a node (the value) whose claims are being bound there.
+	binding map[string]string
 }
 
 // New builds a scheduler on the pods and nodes informers of f and registers its event
@@ -62,10 +80,14 @@ func New(c *client.Client, f *cache.Factory) *Scheduler {
 		client:  c,
 		pods:    cache.For[*corev1.Pod](f, "pods"),
 		nodes:   cache.For[*corev1.Node](f, "nodes"),
+		claims:  cache.For[*corev1.PersistentVolumeClaim](f, "persistentvolumeclaims"),
+		volumes: cache.For[*corev1.PersistentVolume](f, "persistentvolumes"),
+		classes: cache.For[*storagev1.StorageClass](f, "storageclasses"),
 		queue:   workqueue.NewRateLimited[string](workqueue.DefaultControllerRateLimiter[string](), workqueue.WithName(Name)),
 		events:  controller.NewRecorder(c).For(corev1.DefaultSchedulerName),
 		assumed: map[string]string{},
 		waiting: map[string]int{},
+		binding: map[string]string{},
 	}
 	s.handlers = []cache.Registration{
 		s.pods.AddHandler(cache.Handler[*corev1.Pod]{
@@ -76,6 +98,18 @@ func New(c *client.Client, f *cache.Factory) *Scheduler {
 		s.nodes.AddHandler(cache.Handler[*corev1.Node]{
 			OnAdd:    func(*corev1.Node, bool) { s.retryWaiting() },
 			OnUpdate: s.onNodeUpdate,
+		}, 0),
+		// A claim bound or created, a volume made Available, a class added: waiting pods may go on.
+		s.claims.AddHandler(cache.Handler[*corev1.PersistentVolumeClaim]{
+			OnAdd:    func(*corev1.PersistentVolumeClaim, bool) { s.retryWaiting() },
+			OnUpdate: func(_, _ *corev1.PersistentVolumeClaim) { s.retryWaiting() },
+		}, 0),
+		s.volumes.AddHandler(cache.Handler[*corev1.PersistentVolume]{
+			OnAdd:    func(*corev1.PersistentVolume, bool) { s.retryWaiting() },
+			OnUpdate: func(_, _ *corev1.PersistentVolume) { s.retryWaiting() },
+		}, 0),
+		s.classes.AddHandler(cache.Handler[*storagev1.StorageClass]{
+			OnAdd: func(*storagev1.StorageClass, bool) { s.retryWaiting() },
 		}, 0),
 	}
 	return s
@@ -96,6 +130,7 @@ func (s *Scheduler) onPod(pod *corev1.Pod, deleted bool) {
 			delete(s.assumed, key)
 		}
 		delete(s.waiting, key)
+		delete(s.binding, key)
 		s.mu.Unlock()
 		return
 	}
@@ -125,8 +160,11 @@ func taintsEqual(a, b []corev1.Taint) bool {
 
 func (s *Scheduler) retryWaiting() {
 	s.mu.Lock()
-	keys := make([]string, 0, len(s.waiting))
+	keys := make([]string, 0, len(s.waiting)+len(s.binding))
 	for k := range s.waiting {
+		keys = append(keys, k)
+	}
+	for k := range s.binding {
 		keys = append(keys, k)
 	}
 	s.mu.Unlock()
@@ -142,11 +180,13 @@ func (s *Scheduler) Run(ctx context.Context, workers int) {
 	defer recorder.Wait()
 	recorder.Go(func() { s.events.Run(ctx) })
 	controller.Workers{Name: Name, Queue: s.queue, Count: workers, Sync: s.sync,
-		Synced: []func() bool{s.pods.HasSynced, s.nodes.HasSynced}, Handlers: s.handlers}.Run(ctx)
+		Synced:   []func() bool{s.pods.HasSynced, s.nodes.HasSynced, s.claims.HasSynced, s.volumes.HasSynced, s.classes.HasSynced},
+		Handlers: s.handlers}.Run(ctx)
 }
 
 // podsOn counts the pods on each node: those the cache shows bound and not terminated, plus
-// those bound by this scheduler that the cache does not show bound yet. Callers hold s.mu.
+// those bound by this scheduler that the cache does not show bound yet, and those waiting
+// there for their claims. Callers hold s.mu.
 func (s *Scheduler) podsOn() map[string]int {
 	counts := map[string]int{}
 	for _, p := range s.pods.Lister().List(labels.Everything()) {
@@ -155,13 +195,15 @@ func (s *Scheduler) podsOn() map[string]int {
 		}
 		counts[p.Spec.NodeName]++
 	}
-	for key, node := range s.assumed {
-		ns, name, _ := cache.SplitKey(key)
-		p, err := s.pods.Lister().Namespace(ns).Get(name)
-		if err != nil || p.Spec.NodeName != "" {
-			continue // gone, or counted above
+	for _, placed := range []map[string]string{s.assumed, s.binding} {
+		for key, node := range placed {
+			ns, name, _ := cache.SplitKey(key)
+			p, err := s.pods.Lister().Namespace(ns).Get(name)
+			if err != nil || p.Spec.NodeName != "" {
+				continue // gone, or counted above
+			}
+			counts[node]++
 		}
-		counts[node]++
 	}
 	return counts
 }
@@ -183,13 +225,26 @@ func (s *Scheduler) sync(ctx context.Context, key string) error {
 		return nil // bound already; the cache has not caught up
 	}
 	nodes := s.nodes.Lister().List(labels.Everything())
+	claims, why := claimsOf(pod, s.lookup())
+	if why != "" && len(nodes) > 0 {
+		s.mu.Unlock()
+		return s.unschedulable(ctx, key, pod, fmt.Sprintf("0/%d nodes are available: %s.", len(nodes), why))
+	}
 	fit, misfits := Filter(pod, nodes)
+	fit, plans := s.filterVolumes(claims, fit, nodes, misfits)
 	var chosen *corev1.Node
 	if len(fit) > 0 {
 		counts := s.podsOn()
 		chosen = Choose(fit, func(n string) int { return counts[n] })
-		s.assumed[key] = chosen.Name
 		delete(s.waiting, key)
+		if plan := plans[chosen.Name]; len(plan.bind)+len(plan.provision) > 0 {
+			// The claims come first; the pod is bound once they are (a later sync).
+			s.binding[key] = chosen.Name
+			s.mu.Unlock()
+			return s.bindVolumes(ctx, key, chosen.Name, plan)
+		}
+		s.assumed[key] = chosen.Name
+		delete(s.binding, key)
 	}
 	s.mu.Unlock()
 
@@ -273,4 +328,105 @@ func setUnschedulable(pod *corev1.Pod, msg string, now metav1.Time) {
 	cond.Reason = corev1.PodReasonUnschedulable
 	cond.Message = msg
 	cond.LastProbeTime = now
+}
+
+// filterVolumes keeps the nodes of fit where the pod's claims can be served, counting the
+// others' reasons into misfits, and returns what each kept node needs for the claims.
+func (s *Scheduler) filterVolumes(claims podClaims, fit, all []*corev1.Node, misfits map[string]int) ([]*corev1.Node, map[string]volumePlan) {
+	if len(claims.bound)+len(claims.delayed) == 0 {
+		return fit, nil
+	}
+	names := map[string]bool{}
+	for _, n := range all {
+		names[n.Name] = true
+	}
+	exists := func(name string) bool { return names[name] }
+	var kept []*corev1.Node
+	plans := map[string]volumePlan{}
+	for _, n := range fit {
+		reasons, plan := volumesFit(claims, n, s.lookup(), exists)
+		for _, r := range reasons {
+			misfits[r]++
+		}
+		if len(reasons) == 0 {
+			kept = append(kept, n)
+			plans[n.Name] = plan
+		}
+	}
+	return kept, plans
+}
+
+// bindVolumes writes what placing the pod of key on node takes for its claims: each volume
+// chosen gets its claimRef (the binder binds the claim to it), each claim to provision gets
+// the node. The pod is looked at again when its claims change, or after volumeWait.
+func (s *Scheduler) bindVolumes(ctx context.Context, key, node string, plan volumePlan) error {
+	defer s.queue.AddAfter(key, volumeWait)
+	for _, b := range plan.bind {
+		v, c := b.volume, b.claim
+		if pv.IsBoundToClaim(v, c) && v.Spec.ClaimRef.UID == c.UID {
+			continue // done on an earlier attempt
+		}
+		next := v.DeepCopy()
+		next.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: c.Namespace,
+			Name: c.Name, UID: c.UID, ResourceVersion: c.ResourceVersion}
+		if !pv.IsBoundToClaim(v, c) {
+			metav1.SetMetaDataAnnotation(&next.ObjectMeta, pv.AnnBoundByController, "yes")
+		}
+		if _, err := client.Resource[*corev1.PersistentVolume](s.client, "persistentvolumes").Update(ctx, next); err != nil {
+			return s.volumeBindFailed(key, fmt.Errorf("binding volume %s to claim %s/%s: %w", v.Name, c.Namespace, c.Name, err))
+		}
+		slog.Debug("bound volume for pod", "pod", key, "volume", v.Name, "claim", c.Namespace+"/"+c.Name, "node", node)
+	}
+	for _, c := range plan.provision {
+		if c.Annotations[pv.AnnSelectedNode] == node {
+			continue
+		}
+		next := c.DeepCopy()
+		metav1.SetMetaDataAnnotation(&next.ObjectMeta, pv.AnnSelectedNode, node)
+		if _, err := client.Resource[*corev1.PersistentVolumeClaim](s.client, "persistentvolumeclaims").Namespace(c.Namespace).Update(ctx, next); err != nil {
+			return s.volumeBindFailed(key, fmt.Errorf("selecting node %s for claim %s/%s: %w", node, c.Namespace, c.Name, err))
+		}
+		slog.Debug("selected node for claim", "pod", key, "claim", c.Namespace+"/"+c.Name, "node", node)
+	}
+	return nil
+}
+
+// volumeBindFailed forgets the node chosen for the pod of key, so that the next attempt starts
+// afresh; a conflict (someone changed the volume or claim meanwhile) is no error.
+func (s *Scheduler) volumeBindFailed(key string, err error) error {
+	s.mu.Lock()
+	delete(s.binding, key)
+	s.mu.Unlock()
+	if client.IsConflict(err) || client.IsNotFound(err) {
+		slog.Debug("volume binding conflict", "pod", key, "err", err)
+		return nil
+	}
+	return err
+}
+
+// informerLookup is volumeLookup over the scheduler's informers.
+type informerLookup struct{ s *Scheduler }
+
+func (s *Scheduler) lookup() informerLookup { return informerLookup{s} }
+
+func (l informerLookup) Claim(ns, name string) *corev1.PersistentVolumeClaim {
+	c, _ := l.s.claims.Indexer().Get(ns + "/" + name)
+	return c
+}
+
+func (l informerLookup) Volume(name string) *corev1.PersistentVolume {
+	v, _ := l.s.volumes.Indexer().Get(name)
+	return v
+}
+
+func (l informerLookup) Volumes() []*corev1.PersistentVolume {
+	return l.s.volumes.Lister().List(labels.Everything())
+}
+
+func (l informerLookup) Class(name string) *storagev1.StorageClass {
+	if name == "" {
+		return nil
+	}
+	c, _ := l.s.classes.Indexer().Get(name)
+	return c
 }

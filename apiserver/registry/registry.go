@@ -53,6 +53,15 @@ type Hooks interface {
 	Taken(ctx context.Context, key string) (bool, error)
 }
 
+// Objects lets admission read the other resources the server stores, as Kubernetes' admission
+// plugins read them through informers: the StorageClasses a new claim's default comes from.
+type Objects interface {
+	// List returns every object of a resource (all namespaces), as a consistent read.
+	List(ctx context.Context, gr schema.GroupResource) ([]Object, error)
+	// Get returns one object, or a NotFound error.
+	Get(ctx context.Context, gr schema.GroupResource, namespace, name string) (Object, error)
+}
+
 // Strategy is the type-erased view of a Def that the REST layer uses.
 type Strategy interface {
 	Describe() *Info
@@ -66,6 +75,9 @@ type Strategy interface {
 	PrepareUpdate(obj, old Object, subresource string)
 	// Allocate fills server-assigned values (ClusterIP, NodePorts); old is nil on create.
 	AllocateFor(ctx context.Context, h Hooks, obj, old Object) field.ErrorList
+	// AdmitFor runs the resource's admission on a write, after PrepareCreate or PrepareUpdate
+	// and before validation; old is nil on create. The error (403, usually) refuses the write.
+	AdmitFor(ctx context.Context, objs Objects, obj, old Object, subresource string) error
 	// Validate checks obj; old is nil on create.
 	ValidateObject(obj, old Object) field.ErrorList
 	// Claims lists the exclusive keys obj holds.
@@ -99,6 +111,12 @@ type Def[T Object] struct {
 	// Allocate fills server-assigned values; old is the zero T on create.
 	Allocate func(ctx context.Context, h Hooks, obj, old T, creating bool) field.ErrorList
 	Claims   func(T) []string
+	// Admit does what Kubernetes' admission plugins do to writes of the object itself (not of
+	// its subresources): fill in what depends on other objects, add finalizers, or refuse the
+	// write with an error; old is the zero T on create.
+	Admit func(ctx context.Context, objs Objects, obj, old T) error
+	// PrepareStatus adjusts a write of the status subresource, after the stored spec is kept.
+	PrepareStatus func(obj, old T)
 	// Fields adds selectable fields beyond metadata.name and metadata.namespace.
 	Fields func(T) fields.Set
 	// Columns follow the NAME column; Row gives the matching cells (without the name).
@@ -109,6 +127,8 @@ type Def[T Object] struct {
 	SpecChanged func(obj, old T) bool
 	// NameLast moves the NAME column to the end, shown only with -o wide (events).
 	NameLast bool
+	// NameCell, if set, renders the NAME cell (a default StorageClass shows "(default)").
+	NameCell func(T) string
 }
 
 // Describe implements Strategy.
@@ -154,6 +174,9 @@ func (d *Def[T]) PrepareUpdate(o, oldo Object, subresource string) {
 			copyField(obj, old, "Status")
 		}
 	}
+	if status && d.PrepareStatus != nil {
+		d.PrepareStatus(obj, old)
+	}
 	obj.SetGeneration(old.GetGeneration())
 	if d.Defaults != nil {
 		d.Defaults(obj)
@@ -177,6 +200,18 @@ func (d *Def[T]) AllocateFor(ctx context.Context, h Hooks, o, oldo Object) field
 		old = oldo.(T)
 	}
 	return d.Allocate(ctx, h, o.(T), old, oldo == nil)
+}
+
+// AdmitFor implements Strategy.
+func (d *Def[T]) AdmitFor(ctx context.Context, objs Objects, o, oldo Object, subresource string) error {
+	if d.Admit == nil || subresource != "" {
+		return nil
+	}
+	var old T
+	if oldo != nil {
+		old = oldo.(T)
+	}
+	return d.Admit(ctx, objs, o.(T), old)
 }
 
 // ValidateObject implements Strategy.
@@ -244,10 +279,14 @@ func (d *Def[T]) TableRow(o Object) []any {
 	} else {
 		rest = d.Row(o.(T))
 	}
-	if d.NameLast {
-		return append(rest, o.GetName())
+	name := o.GetName()
+	if d.NameCell != nil {
+		name = d.NameCell(o.(T))
 	}
-	return append([]any{o.GetName()}, rest...)
+	if d.NameLast {
+		return append(rest, name)
+	}
+	return append([]any{name}, rest...)
 }
 
 func fieldOf(obj any, name string) any {

@@ -9,6 +9,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -43,6 +44,9 @@ func (c *Controller) watchAll(f *cache.Factory) {
 	watch[*appsv1.ReplicaSet](c, f, "replicasets", true)
 	watch[*appsv1.Deployment](c, f, "deployments", true)
 	watch[*appsv1.DaemonSet](c, f, "daemonsets", true)
+	watch[*corev1.PersistentVolume](c, f, "persistentvolumes", false)
+	watch[*corev1.PersistentVolumeClaim](c, f, "persistentvolumeclaims", true)
+	watch[*storagev1.StorageClass](c, f, "storageclasses", false)
 }
 
 // watch adds the resource of objects T to the collector: its informer feeds the graph, and typed

@@ -89,6 +89,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Config.RootCAFile, "root-ca-file", o.Config.RootCAFile, "CA bundle published in every namespace's kube-root-ca.crt and put into service-account token Secrets (default: the kubeconfig's)")
 	fs.IntVar(&o.Config.ConcurrentSATokenSyncs, "concurrent-serviceaccount-token-syncs", o.Config.ConcurrentSATokenSyncs, "workers of the service-account token controller")
 	fs.DurationVar(&o.Config.PodEvictionTimeout, "pod-eviction-timeout", o.Config.PodEvictionTimeout, "how long pods stay on an unreachable or not-ready node before they are evicted (unless they tolerate it)")
+	fs.DurationVar(&o.Config.PVClaimBinderSyncPeriod, "pvclaimbinder-sync-period", o.Config.PVClaimBinderSyncPeriod, "how often the PersistentVolume binder looks at every volume and claim again")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect a leader among replicas through a Lease; only the leader runs controllers")
 	fs.DurationVar(&o.Election.LeaseDuration, "leader-elect-lease-duration", o.Election.LeaseDuration, "how long a silent leader keeps the lease")
 	fs.DurationVar(&o.Election.RenewDeadline, "leader-elect-renew-deadline", o.Election.RenewDeadline, "how long the leader tries to renew before it stops leading")
@@ -136,6 +137,9 @@ func (o Options) Validate() error {
 	}
 	if c.MinResyncPeriod <= 0 {
 		errs = append(errs, "--min-resync-period must be positive")
+	}
+	if c.PVClaimBinderSyncPeriod <= 0 {
+		errs = append(errs, "--pvclaimbinder-sync-period must be positive")
 	}
 	if o.SecurePort < 0 || o.SecurePort > 65535 {
 		errs = append(errs, "--secure-port must be between 0 and 65535")

@@ -13,6 +13,8 @@ import (
 	"github.com/kplane/kplane/controller/rootcacertpublisher"
 	"github.com/kplane/kplane/controller/serviceaccount"
 	"github.com/kplane/kplane/controller/serviceaccounttoken"
+	"github.com/kplane/kplane/controller/volume/persistentvolume"
+	"github.com/kplane/kplane/controller/volume/protection"
 )
 
 // Registry lists every controller the manager can run, one entry each, in start order.
@@ -28,5 +30,8 @@ var Registry = []controller.Entry{
 	replicaset.ReplicaSetEntry,
 	replicaset.ReplicationControllerEntry,
 	deployment.Entry,
+	persistentvolume.Entry,
+	protection.PVCEntry,
+	protection.PVEntry,
 	garbagecollector.Entry,
 }

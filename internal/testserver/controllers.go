@@ -6,8 +6,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
 )
+
+// StartControllers builds the controllers of entries on a new Context over c (with the
+// default Config) and runs them, workers goroutines each, until the test ends.
+func StartControllers(t testing.TB, c *client.Client, workers int, entries ...controller.Entry) {
+	t.Helper()
+	cctx, err := controller.NewContext(c, controller.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrls := make([]controller.Controller, 0, len(entries))
+	for _, e := range entries {
+		ctrl, err := e.New(cctx)
+		if err != nil {
+			t.Fatalf("%s: %v", e.Name, err)
+		}
+		ctrls = append(ctrls, ctrl)
+	}
+	RunControllers(t, cctx, workers, ctrls...)
+}
 
 // RunControllers runs controllers built on cctx as the controller manager would (shared
 // informers started, event recorder running, each controller with workers goroutines) until

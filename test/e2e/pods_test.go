@@ -11,7 +11,7 @@ import (
 )
 
 // podFeatures are the objects of TestUpPods: a pod reading a ConfigMap and a Secret at their
-// mount paths.
+// mount paths, a claim of the default StorageClass, and a pod that runs kubectl in-cluster.
 const podFeatures = `
 apiVersion: v1
 kind: ConfigMap
@@ -39,6 +39,33 @@ spec:
   - {name: secret, secret: {secretName: app-secret}}
 `
 
+// claim asks the default StorageClass (local-path) for a volume.
+const claim = `
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+`
+
+// claimPod is a pod using the claim data: it runs script with the claim at /data.
+func claimPod(name, script string) string {
+	return fmt.Sprintf(`
+apiVersion: v1
+kind: Pod
+metadata: {name: %s}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: sh
+    command: [/bin/sh, -c, %q]
+    volumeMounts: [{name: data, mountPath: /data}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: data}}]
+`, name, script)
+}
+
 // inCluster runs kubectl as a pod's command with no kubeconfig: it finds the API through the
 // kubernetes service's variables and authenticates with the pod's service-account token.
 const inCluster = `
@@ -54,8 +81,9 @@ spec:
 `
 
 // TestUpPods runs `kplane up` and checks what a pod gets from its node with real kubectl:
-// ConfigMap and Secret files at their mount paths, updated in place, and kubectl running
-// in-cluster with the pod's own identity.
+// ConfigMap and Secret files at their mount paths, updated in place; a claim provisioned by
+// the local-path class whose data outlives the pod that wrote it and goes with the claim;
+// kubectl running in-cluster with the pod's own identity.
 func TestUpPods(t *testing.T) {
 	dir := t.TempDir()
 	startRole(t, "up", "--secure-port", "0", "--data-dir", dir)
@@ -81,4 +109,27 @@ func TestUpPods(t *testing.T) {
 	k.okIn(inCluster, "apply", "-f", "-")
 	until(t, "kubectl in a pod listing pods", logs("in-cluster", "pod/reader"))
 
+	// The claim waits for its first consumer, then is provisioned on the node.
+	k.okIn(claim+"---"+claimPod("writer", "echo persisted > /data/file"), "apply", "-f", "-")
+	until(t, "the writer done", func() error {
+		if phase := k.jsonpath("pod/writer", "{.status.phase}"); phase != "Succeeded" {
+			return fmt.Errorf("writer %s", phase)
+		}
+		return nil
+	})
+	pv := k.jsonpath("pvc/data", "{.spec.volumeName}")
+	if pv == "" {
+		t.Fatal("the claim has no volume")
+	}
+	k.ok("delete", "pod", "writer")
+	k.okIn(claimPod("again", "cat /data/file"), "apply", "-f", "-")
+	until(t, "the data read back by a new pod", logs("again", "persisted"))
+	k.ok("delete", "pod", "again")
+	k.ok("delete", "pvc", "data")
+	until(t, "the volume deleted with its claim (reclaim policy Delete)", func() error {
+		if r := k.run("", "get", "pv", pv); r.err == nil {
+			return fmt.Errorf("pv %s still there", pv)
+		}
+		return nil
+	})
 }

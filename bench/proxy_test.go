@@ -28,23 +28,30 @@ import (
 const (
 	endpointsPerService = 10
 	proxyChanges        = 20
+	// The churn: churnChanges slice updates of different services, one every churnEvery.
+	churnChanges = 200
+	churnEvery   = 10 * time.Millisecond
 )
 
 // BenchmarkProxySync measures `kplane proxy` (as a process) on a kplane apiserver holding 10k
 // services with 100k endpoints: the first full sync (its duration, from the proxy's
 // kubeproxy_sync_full_proxy_rules_duration_seconds, and the wall time from exec until it is
 // done), the partial sync after one service's endpoints change (p50/max of 20 changes), and
-// the proxy's RSS. Mode from KPLANE_BENCH_PROXY_MODE (default userspace: ClusterIPs from
-// 127.64.0.0/16 are bound as listeners, 10k of them). Run with -benchtime=1x.
+// the proxy's RSS, and its CPU time and sync count under a churn of 100 endpoint changes a
+// second for 2 s (with the mean time from each change to the sync that programmed it). Mode
+// from KPLANE_BENCH_PROXY_MODE (default userspace: ClusterIPs from 127.64.0.0/16 are bound as
+// listeners, 10k of them); KPLANE_BENCH_PROXY_MIN_SYNC_PERIOD sets --min-sync-period (default
+// kube-proxy's 1s). Run with -benchtime=1x.
 func BenchmarkProxySync(b *testing.B) {
 	services, _ := strconv.Atoi(envOr("KPLANE_BENCH_PROXY_SERVICES", "10000"))
 	mode := envOr("KPLANE_BENCH_PROXY_MODE", "userspace")
+	minSync := envOr("KPLANE_BENCH_PROXY_MIN_SYNC_PERIOD", "1s")
 	for range b.N {
-		runProxySync(b, services, mode)
+		runProxySync(b, services, mode, minSync)
 	}
 }
 
-func runProxySync(b *testing.B, services int, mode string) {
+func runProxySync(b *testing.B, services int, mode, minSync string) {
 	b.StopTimer()
 	api, _ := startKplane(b, b.TempDir(), "--service-cluster-ip-range", "127.64.0.0/16")
 	defer api.stop()
@@ -73,7 +80,7 @@ func runProxySync(b *testing.B, services int, mode string) {
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
 	cmd := exec.Command(kplaneBinary(b), "proxy", "--kubeconfig", api.kubeconfig, "--proxy-mode", mode,
 		"--hostname-override", "bench-node", "--healthz-bind-address", "127.0.0.1:0",
-		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metricsPort), "--kube-api-qps", "-1")
+		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metricsPort), "--kube-api-qps", "-1", "--min-sync-period", minSync)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	logs, _ := os.Create(filepath.Join(b.TempDir(), "proxy.log"))
 	cmd.Stdout, cmd.Stderr = logs, logs
@@ -101,11 +108,67 @@ func runProxySync(b *testing.B, services int, mode string) {
 		partials = append(partials, time.Duration((after.sum-before.sum)*float64(time.Second)))
 	}
 	slices.Sort(partials)
+
+	// The churn, against the same length of idle time just before it.
+	syncs := "kubeproxy_sync_partial_proxy_rules_duration_seconds"
+	programming := "kubeproxy_network_programming_duration_seconds"
+	window := churnChanges*churnEvery + 2*time.Second // the last change's sync comes within 1s
+	idleCPU := cpuTime(cmd.Process.Pid)
+	time.Sleep(window)
+	idleCPU = cpuTime(cmd.Process.Pid) - idleCPU
+	syncsBefore, programmedBefore := readMetric(b, metricsURL, syncs), readMetric(b, metricsURL, programming)
+	churnCPU := cpuTime(cmd.Process.Pid)
+	churnStart := time.Now()
+	tick := time.NewTicker(churnEvery)
+	for i := range churnChanges {
+		<-tick.C
+		svc := proxyChanges + i
+		cur, err := sliceAPI.Get(ctx, fmt.Sprint("svc-", svc))
+		if err != nil {
+			b.Fatal(err)
+		}
+		next := proxyBenchSlice(svc, 1)
+		next.ResourceVersion = cur.ResourceVersion
+		// The proxy measures from this annotation to the sync that programs the change.
+		next.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: time.Now().Format(time.RFC3339Nano)}
+		if _, err := sliceAPI.Update(ctx, next); err != nil {
+			b.Fatal(err)
+		}
+	}
+	tick.Stop()
+	time.Sleep(window - time.Since(churnStart))
+	churnCPU = cpuTime(cmd.Process.Pid) - churnCPU
+	programmed := waitMetric(b, metricsURL, programming, programmedBefore.count+churnChanges, logs.Name())
+	syncsAfter := readMetric(b, metricsURL, syncs)
 	b.ReportMetric(full.sum*1000, "full-sync-ms")
 	b.ReportMetric(toProgrammed.Seconds(), "start-to-programmed-s")
 	b.ReportMetric(float64(partials[len(partials)/2].Microseconds())/1000, "partial-sync-p50-ms")
 	b.ReportMetric(float64(partials[len(partials)-1].Microseconds())/1000, "partial-sync-max-ms")
 	b.ReportMetric(rssMB(cmd.Process.Pid), "RSS-MB")
+	b.ReportMetric(float64(syncsAfter.count-syncsBefore.count), "churn-syncs")
+	b.ReportMetric(float64((churnCPU - idleCPU).Milliseconds()), "churn-cpu-ms")
+	b.ReportMetric(float64(idleCPU.Milliseconds()), "idle-cpu-ms")
+	b.ReportMetric((syncsAfter.sum-syncsBefore.sum)*1000, "churn-sync-time-ms")
+	b.ReportMetric((programmed.sum-programmedBefore.sum)*1000/float64(programmed.count-programmedBefore.count), "churn-programming-mean-ms")
+}
+
+// cpuTime is the user and system CPU time a process has used (/proc/<pid>/stat), to the
+// kernel's clock tick.
+func cpuTime(pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses and may hold spaces.
+	_, rest, _ := strings.Cut(string(data), ") ")
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	const ticksPerSecond = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / ticksPerSecond
 }
 
 // proxyBenchSlice is service i's slice; generation g shifts its endpoint addresses.

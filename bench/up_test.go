@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -22,8 +23,10 @@ import (
 const upPods = 100
 
 // BenchmarkUp measures `kplane up` as a process: time from exec until the API answers and the
-// node is Ready, idle RSS, pod startup latency (create → Ready, each pod a `sleep` process,
-// all created at once) and RSS with the pods running. Run with -benchtime=1x.
+// node is Ready, idle RSS, `kubectl apply -f examples/echo.yaml` until its Service answers from
+// every pod (and the stages on the way: measureEchoServe), pod startup latency (create → Ready,
+// each pod a `sleep` process, all created at once) and RSS with the pods running. Run with
+// -benchtime=1x.
 func BenchmarkUp(b *testing.B) {
 	for range b.N {
 		runUpBench(b)
@@ -34,7 +37,8 @@ func runUpBench(b *testing.B) {
 	b.StopTimer()
 	dir := b.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	cmd := exec.Command(kplaneBinary(b), "up", "--secure-port", "0", "--data-dir", dir)
+	// -v 1: the proxy logs its syncs, one of the stages measureEchoServe reports.
+	cmd := exec.Command(kplaneBinary(b), "up", "-v", "1", "--secure-port", "0", "--data-dir", dir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	logs, _ := os.Create(filepath.Join(dir, "up.log"))
 	cmd.Stdout, cmd.Stderr = logs, logs
@@ -59,6 +63,7 @@ func runUpBench(b *testing.B) {
 	ready := time.Since(began)
 	time.Sleep(time.Second)
 	idle := rssMB(cmd.Process.Pid)
+	measureEchoServe(b, c, kubeconfig, logs.Name())
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -68,6 +73,9 @@ func runUpBench(b *testing.B) {
 	readyAt := map[string]time.Time{}
 	allReady := make(chan struct{})
 	note := func(p *corev1.Pod) {
+		if !strings.HasPrefix(p.Name, "p-") { // the echo pods
+			return
+		}
 		for _, cond := range p.Status.Conditions {
 			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
 				mu.Lock()

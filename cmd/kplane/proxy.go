@@ -33,8 +33,19 @@ func newProxyCommand() *cobra.Command {
 
 // runProxy builds the data path the options ask for and runs the proxy until ctx ends.
 func runProxy(ctx context.Context, o proxy.Options) error {
-	if err := o.Validate(); err != nil {
+	_, wait, err := startProxy(ctx, o)
+	if err != nil {
 		return err
+	}
+	return wait()
+}
+
+// startProxy builds the data path the options ask for and starts the proxy on it. It returns
+// once the proxy listens (the Server has the addresses bound); wait blocks until ctx has ended
+// and the proxy and its data path have stopped.
+func startProxy(ctx context.Context, o proxy.Options) (s *proxy.Server, wait func() error, err error) {
+	if err := o.Validate(); err != nil {
+		return nil, nil, err
 	}
 	o.Registry = prometheus.NewRegistry()
 	switch o.ProxyMode {
@@ -44,10 +55,14 @@ func runProxy(ctx context.Context, o proxy.Options) error {
 			// As kube-proxy does, the rules stay when the proxy stops, so that traffic keeps
 			// flowing across a restart; the next start replaces them with a full sync.
 			slog.Info("proxy mode nftables")
-			return proxy.Run(ctx, o, nil, dp)
+			s, err := proxy.Start(ctx, o, nil, dp)
+			if err != nil {
+				return nil, nil, err
+			}
+			return s, s.Wait, nil
 		}
 		if o.ProxyMode == proxy.ProxyModeNFTables || !errors.Is(err, nftables.ErrUnavailable) {
-			return err
+			return nil, nil, err
 		}
 		slog.Info("nftables cannot be used here, proxying in userspace", "reason", err)
 		fallthrough
@@ -56,10 +71,20 @@ func runProxy(ctx context.Context, o proxy.Options) error {
 		done := make(chan error, 1)
 		go func() { done <- dp.Run(ctx) }()
 		slog.Info("proxy mode userspace")
-		err := proxy.Run(ctx, o, nil, dp)
-		_ = dp.Close()
-		<-done
-		return err
+		stop := func() {
+			_ = dp.Close()
+			<-done
+		}
+		s, err := proxy.Start(ctx, o, nil, dp)
+		if err != nil {
+			stop()
+			return nil, nil, err
+		}
+		return s, func() error {
+			err := s.Wait()
+			stop()
+			return err
+		}, nil
 	}
-	return fmt.Errorf("--proxy-mode: unknown mode %q (want userspace or nftables)", o.ProxyMode)
+	return nil, nil, fmt.Errorf("--proxy-mode: unknown mode %q (want userspace or nftables)", o.ProxyMode)
 }

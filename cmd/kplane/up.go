@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -21,8 +23,9 @@ import (
 func newUpCommand() *cobra.Command {
 	o := apiserver.DefaultOptions()
 	// Loopback ClusterIPs: the userspace proxy can listen on every one of them without root,
-	// so services answer on this machine with no setup.
-	o.ServiceClusterIPRange = "127.64.0.0/16"
+	// so services answer on this machine with no setup. This is the first choice; see
+	// claimLoopbackRanges.
+	o.ServiceClusterIPRange = defaultServiceRange
 	proxyMode := proxy.ProxyModeUserspace
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -31,6 +34,9 @@ func newUpCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signalContext()
 			defer stop()
+			if !cmd.Flags().Changed("service-cluster-ip-range") {
+				o.ServiceClusterIPRange = "" // recorded in the data dir, or a free one
+			}
 			return runUp(ctx, o, proxyMode)
 		},
 	}
@@ -40,11 +46,18 @@ func newUpCommand() *cobra.Command {
 }
 
 // runUp starts the apiserver, then every other role in this process against it, and runs
-// until ctx is cancelled or one of them fails (which stops the others).
+// until ctx is cancelled or one of them fails (which stops the others). An empty
+// o.ServiceClusterIPRange means the one recorded in the data dir, or a free one.
 func runUp(ctx context.Context, o apiserver.Options, proxyMode string) error {
 	if o.WriteKubeconfig == "" {
 		o.WriteKubeconfig = filepath.Join(o.DataDir, "kubeconfig")
 	}
+	ranges, release, err := claimLoopbackRanges(o.DataDir, o.ServiceClusterIPRange)
+	if err != nil {
+		return err
+	}
+	defer release()
+	o.ServiceClusterIPRange = ranges.ServiceClusterIPRange
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	api, err := apiserver.Start(ctx, o)
@@ -60,7 +73,6 @@ func runUp(ctx context.Context, o apiserver.Options, proxyMode string) error {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	slog.Info("kplane is up; use it with", "KUBECONFIG", o.WriteKubeconfig)
 
 	cm := manager.DefaultOptions()
 	cm.Kubeconfig, cm.LeaderElect, cm.SecurePort = o.WriteKubeconfig, false, 0
@@ -72,9 +84,19 @@ func runUp(ctx context.Context, o apiserver.Options, proxyMode string) error {
 	sched.Kubeconfig, sched.LeaderElect = o.WriteKubeconfig, false
 	px := proxy.DefaultOptions()
 	px.Kubeconfig, px.ProxyMode = o.WriteKubeconfig, proxyMode
-	px.HealthzBindAddress = "127.0.0.1:10256"
+	// On one machine a change should reach the data path at once, not after kube-proxy's
+	// second: partial syncs cost O(changes), and at 10k services syncing on every change
+	// costs ~1 ms of CPU per change against ~0.5 ms batched (bench/README.md, proxy).
+	px.MinSyncPeriod = 0
+	// kube-proxy's well-known ports, unless every port is to be free (a second `kplane up`
+	// must not collide with the first).
+	px.HealthzBindAddress, px.MetricsBindAddress = "127.0.0.1:10256", "127.0.0.1:10249"
+	if o.SecurePort == 0 {
+		px.HealthzBindAddress, px.MetricsBindAddress = "127.0.0.1:0", "127.0.0.1:0"
+	}
 	nd := node.DefaultOptions()
 	nd.Kubeconfig, nd.DataDir = o.WriteKubeconfig, filepath.Join(o.DataDir, "node")
+	nd.PodCIDR = ranges.PodCIDR
 	// A free port rather than the kubelet's 10250, which a real kubelet or a second `kplane up`
 	// may hold; the apiserver finds the port in the Node's status.
 	nd.Port = 0
@@ -93,11 +115,18 @@ func runUp(ctx context.Context, o apiserver.Options, proxyMode string) error {
 		_ = api.Wait()
 		return err
 	}
+	// Started here, not with the other roles, for the addresses it bound.
+	pxServer, pxWait, err := startProxy(ctx, px)
+	if err != nil {
+		cancel()
+		_ = api.Wait()
+		return err
+	}
 	roles := map[string]func(context.Context) error{
 		"node":               agent.Run,
 		"controller-manager": func(ctx context.Context) error { return manager.Run(ctx, cm) },
 		"scheduler":          func(ctx context.Context) error { return scheduler.RunWithClient(ctx, sched, local) },
-		"proxy":              func(ctx context.Context) error { return runProxy(ctx, px) },
+		"proxy":              func(context.Context) error { return pxWait() },
 		"apiserver":          func(context.Context) error { return api.Wait() },
 	}
 	var wg sync.WaitGroup
@@ -121,6 +150,16 @@ func runUp(ctx context.Context, o apiserver.Options, proxyMode string) error {
 				cancel()
 			}
 		}()
+	}
+	// Every port is bound once the node agent has its own.
+	for agent.Port() == 0 && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	if ctx.Err() == nil {
+		slog.Info("kplane is up; use it with", "KUBECONFIG", o.WriteKubeconfig, "apiserver", api.URL,
+			"serviceClusterIPRange", ranges.ServiceClusterIPRange, "podCIDR", ranges.PodCIDR,
+			"proxyHealthz", pxServer.HealthzAddr, "proxyMetrics", pxServer.MetricsAddr,
+			"nodeAgent", net.JoinHostPort(nd.Address, strconv.Itoa(agent.Port())))
 	}
 	wg.Wait()
 	return first

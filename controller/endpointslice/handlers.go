@@ -141,8 +141,20 @@ func managedHere(s *discoveryv1.EndpointSlice) bool {
 }
 
 func (c *Controller) sliceAdded(s *discoveryv1.EndpointSlice) {
-	if managedHere(s) && c.tracker.ShouldSync(s) {
+	switch {
+	case !managedHere(s):
+	case c.tracker.ShouldSync(s):
 		c.queueSliceService(s)
+	default:
+		c.sliceCaughtUp(s)
+	}
+}
+
+// sliceCaughtUp is called for informer events that show this controller's own writes: a sync
+// of the slice's Service that found the informer behind them is retried at once.
+func (c *Controller) sliceCaughtUp(s *discoveryv1.EndpointSlice) {
+	if c.tracker.CaughtUp(s) {
+		c.queue.Add(serviceOf(s).String())
 	}
 }
 
@@ -166,11 +178,18 @@ func (c *Controller) sliceUpdated(old, s *discoveryv1.EndpointSlice) {
 		// Not in the generation (metadata), so Kubernetes notices only at the next resync; a
 		// slice that lost its owner is not the Service's any more and must be replaced.
 		c.queueSliceService(s)
+	case managedHere(s):
+		c.sliceCaughtUp(s)
 	}
 }
 
 func (c *Controller) sliceDeleted(s *discoveryv1.EndpointSlice) {
-	if managedHere(s) && c.tracker.Has(s) && !c.tracker.HandleDeletion(s) {
+	if !managedHere(s) || !c.tracker.Has(s) {
+		return
+	}
+	if c.tracker.HandleDeletion(s) {
+		c.sliceCaughtUp(s)
+	} else {
 		c.queueSliceService(s) // deleted by someone else: put it back
 	}
 }

@@ -61,8 +61,12 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 	}
 
 	pods := c.podSelector.Selected(ns, svc.Spec.Selector)
+	c.tracker.ExpectCatchUp(svcName)
 	existing := c.currentSlices(svcName)
 	if c.tracker.Stale(svcName, existing) {
+		// Retried at once when the informer catches up (sliceCaughtUp), else after the
+		// retry delay. Kubernetes waits for the delay (1 s at first), which on one machine
+		// is most of the time from a pod's readiness to its Service's endpoints.
 		return errStaleCache
 	}
 	// Committed once the slices are written (or nothing needed writing), so that a retry

@@ -29,6 +29,9 @@ const deletionExpected = -1
 type sliceTracker struct {
 	mu        sync.Mutex
 	byService map[types.NamespacedName]map[types.UID]sliceState
+	// behind holds the Services whose sync is waiting for the informer to catch up with this
+	// controller's writes (see ExpectCatchUp).
+	behind map[types.NamespacedName]bool
 }
 
 // sliceState is what the tracker knows of one slice.
@@ -38,7 +41,7 @@ type sliceState struct {
 }
 
 func newSliceTracker() *sliceTracker {
-	return &sliceTracker{byService: map[types.NamespacedName]map[types.UID]sliceState{}}
+	return &sliceTracker{byService: map[types.NamespacedName]map[types.UID]sliceState{}, behind: map[types.NamespacedName]bool{}}
 }
 
 func serviceOf(s *discoveryv1.EndpointSlice) types.NamespacedName {
@@ -120,12 +123,43 @@ func (t *sliceTracker) HandleDeletion(s *discoveryv1.EndpointSlice) bool {
 	return !ok || st.generation == deletionExpected
 }
 
+// ExpectCatchUp marks a Service whose sync is about to read the informer's slices: if Stale
+// then finds them behind, the event that brings the informer up to date (CaughtUp) says so, and
+// the Service can be synced at once rather than after a retry delay. Marking before the read
+// means no such event can slip between the read and the mark.
+func (t *sliceTracker) ExpectCatchUp(svc types.NamespacedName) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.behind[svc] = true
+}
+
+// CaughtUp is told of each informer event that shows one of this controller's own writes (a
+// slice it created or updated, in the state it wrote, or one it deleted, gone); it reports
+// whether the slice's Service waits for such an event, and stops it waiting.
+func (t *sliceTracker) CaughtUp(s *discoveryv1.EndpointSlice) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	svc := serviceOf(s)
+	waiting := t.behind[svc]
+	delete(t.behind, svc)
+	return waiting
+}
+
 // Stale reports whether the informer's slices of a Service (those not being deleted) lag behind
 // this controller's writes: a slice older than the one written, a slice deleted still there, or a
-// slice written not there yet.
+// slice written not there yet. When they do not, the Service stops waiting (ExpectCatchUp).
 func (t *sliceTracker) Stale(svc types.NamespacedName, cached []*discoveryv1.EndpointSlice) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	stale := t.stale(svc, cached)
+	if !stale {
+		delete(t.behind, svc)
+	}
+	return stale
+}
+
+// stale is Stale's test. The caller holds mu.
+func (t *sliceTracker) stale(svc types.NamespacedName, cached []*discoveryv1.EndpointSlice) bool {
 	m := t.byService[svc]
 	if len(m) == 0 {
 		return false
@@ -150,4 +184,5 @@ func (t *sliceTracker) DeleteService(svc types.NamespacedName) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.byService, svc)
+	delete(t.behind, svc)
 }

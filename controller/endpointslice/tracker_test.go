@@ -131,6 +131,41 @@ func TestSliceTracker(t *testing.T) {
 			},
 		},
 		{
+			name: "sync found the cache behind: the event of the own write says so, once",
+			writes: func(tr *sliceTracker) {
+				tr.Update(tracked("web", "a", 2, "10"))
+				tr.ExpectCatchUp(svcWeb)
+				tr.Stale(svcWeb, []*discoveryv1.EndpointSlice{tracked("web", "a", 1, "9")})
+			},
+			checks: []check{
+				{"another Service's slice: not waited for", func(tr *sliceTracker) bool { return tr.CaughtUp(tracked("api", "b", 1, "11")) }, false},
+				{"caught up", func(tr *sliceTracker) bool { return tr.CaughtUp(tracked("web", "a", 2, "10")) }, true},
+				{"only once", func(tr *sliceTracker) bool { return tr.CaughtUp(tracked("web", "a", 2, "10")) }, false},
+			},
+		},
+		{
+			name: "sync found the cache current: own writes' events are not waited for",
+			writes: func(tr *sliceTracker) {
+				tr.Update(tracked("web", "a", 2, "10"))
+				tr.ExpectCatchUp(svcWeb)
+				tr.Stale(svcWeb, []*discoveryv1.EndpointSlice{tracked("web", "a", 2, "10")})
+				tr.Update(tracked("web", "a", 3, "12"))
+			},
+			checks: []check{
+				{"caught up", func(tr *sliceTracker) bool { return tr.CaughtUp(tracked("web", "a", 3, "12")) }, false},
+			},
+		},
+		{
+			name: "an event between the mark and the read of the cache counts",
+			writes: func(tr *sliceTracker) {
+				tr.Update(tracked("web", "a", 2, "10"))
+				tr.ExpectCatchUp(svcWeb)
+			},
+			checks: []check{
+				{"caught up", func(tr *sliceTracker) bool { return tr.CaughtUp(tracked("web", "a", 2, "10")) }, true},
+			},
+		},
+		{
 			name: "forgotten slice",
 			writes: func(tr *sliceTracker) {
 				tr.Update(tracked("web", "a", 1, "10"))

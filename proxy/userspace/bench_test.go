@@ -2,6 +2,8 @@ package userspace
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -10,6 +12,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kplane/kplane/proxy"
 )
 
 // The benchmarks measure each path against a direct connection to the same backend, in one run:
@@ -148,4 +152,33 @@ func startSinkBackend(b *testing.B, blockSize int) netip.AddrPort {
 			}
 		}
 	})
+}
+
+// BenchmarkPartialApply measures the Apply of one service port's endpoint change (a partial
+// sync) while the proxier serves partialApplyServices service ports, each with its own
+// listener on 127.65.0.0/16: its cost should not grow with the number of services.
+func BenchmarkPartialApply(b *testing.B) {
+	const partialApplyServices = 10000
+	p, _ := newTestProxier(b, Options{})
+	state := proxy.State{Services: map[proxy.ServicePortName]*proxy.ServicePort{}, Endpoints: map[proxy.ServicePortName][]proxy.Endpoint{}}
+	names := make([]proxy.ServicePortName, partialApplyServices)
+	for i := range names {
+		names[i] = portName(fmt.Sprint("svc-", i), corev1.ProtocolTCP)
+		ip := netip.AddrFrom4([4]byte{127, 65, byte(i >> 8), byte(i)})
+		state.Services[names[i]] = servicePortSpec(names[i], ip, 80)
+		state.Endpoints[names[i]] = ready(netip.AddrPortFrom(backendIP(), 8080))
+	}
+	apply(b, p, state)
+	if n := len(p.listeners); n != partialApplyServices {
+		b.Fatalf("%d listeners, want %d", n, partialApplyServices)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		name := names[i%len(names)]
+		state.Endpoints[name] = ready(netip.AddrPortFrom(backendIP(), uint16(8000+i%1000)))
+		state.Changed = map[proxy.ServicePortName]bool{name: true}
+		if err := p.Apply(context.Background(), state); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -80,6 +81,31 @@ func apply(t testing.TB, p *Proxier, s proxy.State) {
 	t.Helper()
 	if err := p.Apply(context.Background(), s); err != nil {
 		t.Fatalf("Apply: %v", err)
+	}
+	checkSocketIndex(t, p)
+}
+
+// checkSocketIndex fails the test unless p.socketsOf indexes exactly p.listeners and p.failing
+// by their owners.
+func checkSocketIndex(t testing.TB, p *Proxier) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	want := map[proxy.ServicePortName]map[listenerKey]bool{}
+	own := func(name proxy.ServicePortName, key listenerKey) {
+		if want[name] == nil {
+			want[name] = map[listenerKey]bool{}
+		}
+		want[name][key] = true
+	}
+	for key, l := range p.listeners {
+		own(l.route.sp.name, key)
+	}
+	for key, f := range p.failing {
+		own(f.owner, key)
+	}
+	if !reflect.DeepEqual(p.socketsOf, want) {
+		t.Fatalf("socket index %v, want %v", p.socketsOf, want)
 	}
 }
 

@@ -109,14 +109,14 @@ func (p *Proxier) syncListeners(names map[proxy.ServicePortName]bool) {
 		}
 	}
 
-	for key, l := range p.listeners {
-		if names[l.route.sp.name] && desired[key] != l.route {
-			p.closeListener(key, l)
-		}
-	}
-	for key, f := range p.failing {
-		if names[f.owner] && !wanted[key][f.owner] {
-			delete(p.failing, key)
+	for name := range names {
+		for key := range p.socketsOf[name] {
+			if l, open := p.listeners[key]; open && l.route.sp.name == name && desired[key] != l.route {
+				p.closeListener(key, l)
+			}
+			if f, failed := p.failing[key]; failed && f.owner == name && !wanted[key][name] {
+				p.clearFailure(key)
+			}
 		}
 	}
 
@@ -150,9 +150,10 @@ func (p *Proxier) openListener(key listenerKey, r route) {
 		return
 	}
 	p.listeners[key] = l
+	p.indexSocket(r.sp.name, key)
 	p.metrics.listeners.WithLabelValues(string(key.protocol)).Inc()
 	if f, failed := p.failing[key]; failed {
-		delete(p.failing, key)
+		p.clearFailure(key)
 		p.log.Info("userspace proxy: listening now", "servicePort", f.owner.String(), "address", key.String())
 	} else {
 		p.log.Debug("userspace proxy: listening", "servicePort", r.sp.name.String(), "address", key.String())
@@ -162,6 +163,7 @@ func (p *Proxier) openListener(key listenerKey, r route) {
 func (p *Proxier) closeListener(key listenerKey, l *boundListener) {
 	l.close()
 	delete(p.listeners, key)
+	p.unindexSocket(l.route.sp.name, key)
 	p.metrics.listeners.WithLabelValues(string(key.protocol)).Dec()
 	p.log.Debug("userspace proxy: stopped listening", "servicePort", l.route.sp.name.String(), "address", key.String())
 }
@@ -172,11 +174,49 @@ func (p *Proxier) listenFailed(key listenerKey, owner proxy.ServicePortName, err
 	p.metrics.listenFailure.WithLabelValues(string(key.protocol)).Inc()
 	p.problems.add(owner, listenReason(err), fmt.Errorf("cannot listen on %s: %w", key, err))
 	f := listenFailure{owner: owner, err: err.Error()}
-	if p.failing[key] == f {
+	previous, failed := p.failing[key]
+	if previous == f {
 		return
 	}
 	p.failing[key] = f
+	p.indexSocket(owner, key)
+	if failed {
+		p.unindexSocket(previous.owner, key)
+	}
 	p.log.Log(context.Background(), p.problems.logLevel(),
 		"userspace proxy: cannot listen, service port not served on this address (retried at full syncs)",
 		"servicePort", owner.String(), "address", key.String(), "err", err)
+}
+
+// clearFailure forgets that key could not be opened.
+func (p *Proxier) clearFailure(key listenerKey) {
+	f := p.failing[key]
+	delete(p.failing, key)
+	p.unindexSocket(f.owner, key)
+}
+
+// indexSocket records that name owns key's listener or failure. Callers hold p.mu.
+func (p *Proxier) indexSocket(name proxy.ServicePortName, key listenerKey) {
+	keys := p.socketsOf[name]
+	if keys == nil {
+		keys = make(map[listenerKey]bool)
+		p.socketsOf[name] = keys
+	}
+	keys[key] = true
+}
+
+// unindexSocket drops key from name's sockets unless name still owns its listener or its
+// failure (one service port may hold a listener that another one failed to get). Callers hold
+// p.mu.
+func (p *Proxier) unindexSocket(name proxy.ServicePortName, key listenerKey) {
+	if l, open := p.listeners[key]; open && l.route.sp.name == name {
+		return
+	}
+	if f, failed := p.failing[key]; failed && f.owner == name {
+		return
+	}
+	delete(p.socketsOf[name], key)
+	if len(p.socketsOf[name]) == 0 {
+		delete(p.socketsOf, name)
+	}
 }

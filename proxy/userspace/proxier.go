@@ -48,6 +48,10 @@ type Proxier struct {
 	// failing remembers the listeners that could not be opened, so that each failure is logged
 	// once rather than at every sync that retries it.
 	failing map[listenerKey]listenFailure
+	// socketsOf indexes listeners and failing by the service port that owns each entry, so
+	// that a partial sync looks at the sockets of the changed service ports only, whatever
+	// the number of services (see syncListeners).
+	socketsOf map[proxy.ServicePortName]map[listenerKey]bool
 	// problems is what the Apply under way found wrong with single service ports.
 	problems problems
 }
@@ -71,6 +75,7 @@ func New(opts Options) *Proxier {
 		services:  make(map[proxy.ServicePortName]*servicePort),
 		listeners: make(map[listenerKey]*boundListener),
 		failing:   make(map[listenerKey]listenFailure),
+		socketsOf: make(map[proxy.ServicePortName]map[listenerKey]bool),
 	}
 }
 
@@ -159,6 +164,7 @@ func (p *Proxier) Close() error {
 		}
 		clear(p.services)
 		clear(p.failing)
+		clear(p.socketsOf)
 	}
 	p.mu.Unlock()
 	p.wg.Wait()

@@ -28,8 +28,9 @@
 // started once its startup probe passed and ready once its readiness probe passes; failing
 // liveness or startup probes kill it (SIGTERM, then SIGKILL after the grace period) and it is
 // restarted per restartPolicy. Unlike the kubelet, a readiness probe that has not passed yet
-// in a run is tried again after 25 ms, doubling up to its period (Unhealthy events at most
-// once a period), so a container is Ready within moments of listening, not a period later.
+// in a run is tried again after 25 ms, doubling up to 100 ms, for one period after its first
+// run (those failures make no Unhealthy event), so a container is Ready within moments of
+// listening, not a period later.
 //
 // Volumes (volumes.go) are prepared before a pod's containers start, under
 // <data-dir>/pods/<uid>/volumes/<name>: emptyDir (medium Memory as a tmpfs), configMap,

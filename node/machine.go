@@ -110,16 +110,21 @@ type prober struct {
 	successes, failures int32
 	ok, everOK          bool
 	// quick is the next interval of the quick retries a readiness probe gets until it first
-	// passes (zero: retry at the period).
-	quick time.Duration
-	// lastEvent is when the last Unhealthy event was sent, so that quick retries add none.
-	lastEvent time.Time
+	// passes, for one period after its first run (zero: retry at the period); quickUntil
+	// ends them.
+	quick      time.Duration
+	quickUntil time.Time
 }
 
-// quickRetryStart is the first interval at which a readiness probe that has never passed in
-// this run is tried again (doubling up to its period): a container becomes Ready within
-// tens of milliseconds of listening instead of a whole period after its first try.
-const quickRetryStart = 25 * time.Millisecond
+// A readiness probe that has not passed yet in a run is tried again after quickRetryStart,
+// doubling up to quickRetryMax, for one period after its first run: a container becomes
+// Ready within tens of milliseconds of listening instead of a whole period after its first
+// try, and a slow starter costs at most ten probes a second for one period. Failures in
+// that window are what a start looks like, so they make no Unhealthy event.
+const (
+	quickRetryStart = 25 * time.Millisecond
+	quickRetryMax   = 100 * time.Millisecond
+)
 
 // actions are what the machine asks the worker to do.
 type actions struct {
@@ -450,6 +455,7 @@ func (m *podMachine) armProbes(c *containerState, now time.Time) {
 		p.next = now.Add(time.Duration(p.spec.InitialDelaySeconds) * time.Second)
 		if probeKind(kind) == readinessProbe {
 			p.quick = quickRetryStart
+			p.quickUntil = p.next.Add(time.Duration(p.spec.PeriodSeconds) * time.Second)
 		}
 		c.probes[kind] = p
 	}
@@ -522,20 +528,18 @@ func (m *podMachine) ProbeDone(index, run int, kind probeKind, ok bool, msg stri
 		if p.failures >= p.spec.FailureThreshold {
 			p.ok = false
 		}
-		period := time.Duration(p.spec.PeriodSeconds) * time.Second
-		if p.lastEvent.IsZero() || now.Sub(p.lastEvent) >= period {
-			p.lastEvent = now
+		if p.everOK || p.quickUntil.IsZero() || !now.Before(p.quickUntil) {
 			m.event(corev1.EventTypeWarning, "Unhealthy", "%s probe failed: %s", kind.title(), msg)
 		}
 	}
-	if p.quick > 0 {
-		if p.everOK {
-			p.quick = 0
-		} else if !ok {
-			// Not listening yet, most likely: look again soon rather than a period later.
-			p.next = now.Add(p.quick)
-			p.quick = min(2*p.quick, time.Duration(p.spec.PeriodSeconds)*time.Second)
-		}
+	switch {
+	case p.quick == 0:
+	case p.everOK || !now.Before(p.quickUntil):
+		p.quick = 0
+	case !ok:
+		// Not listening yet, most likely: look again soon rather than a period later.
+		p.next = now.Add(p.quick)
+		p.quick = min(2*p.quick, quickRetryMax)
 	}
 	if !ok && kind != readinessProbe && p.failures >= p.spec.FailureThreshold {
 		m.killForProbe(index, p, kind, now)

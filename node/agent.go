@@ -100,6 +100,9 @@ func (a *Agent) Name() string { return a.name }
 func (a *Agent) Run(ctx context.Context) error {
 	slog.Info("starting node agent", "node", a.name, "podCIDR", a.o.PodCIDR, "dataDir", a.o.DataDir)
 	defer slog.Info("node agent stopped", "node", a.name)
+	if err := a.prepareDirs(); err != nil {
+		return err
+	}
 	// Listening comes first: the Node registered next carries the port actually bound.
 	ln, err := a.listen()
 	if err != nil {
@@ -143,6 +146,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	reg.Remove()
 	f.Shutdown()
 	a.wg.Wait()
+	// Every container has stopped: nothing uses the tmpfs mounts any more, and a stopped
+	// agent leaves none behind (its next start writes its pods' volumes again).
+	a.unmountAll()
 	return nil
 }
 
@@ -368,7 +374,7 @@ func (a *Agent) deletePod(ctx context.Context, p *corev1.Pod) {
 	if err != nil && !client.IsNotFound(err) && !client.IsConflict(err) && ctx.Err() == nil {
 		slog.Error("deleting pod", "pod", p.Namespace+"/"+p.Name, "err", err)
 	}
-	if err := a.removePodDir(a.podDir(uid)); err != nil {
+	if err := a.removePodDirs(uid); err != nil {
 		slog.Error("removing pod directory", "pod", p.Namespace+"/"+p.Name, "err", err)
 	}
 }

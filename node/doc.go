@@ -32,8 +32,9 @@
 // run (those failures make no Unhealthy event), so a container is Ready within moments of
 // listening, not a period later.
 //
-// Volumes (volumes.go) are prepared before a pod's containers start, under
-// <data-dir>/pods/<uid>/volumes/<name>: emptyDir (medium Memory as a tmpfs), configMap,
+// Volumes (volumes.go) are prepared before a pod's containers start: emptyDir (on disk under
+// <data-dir>/pods/<uid>/volumes/<name>; medium Memory as a tmpfs there) and, in a tmpfs the
+// agent mounts at <data-dir>/tmpfs while it runs (secrets never reach the disk), configMap,
 // secret, downwardAPI and projected (configMap, secret, downwardAPI, serviceAccountToken from
 // the TokenRequest API, renewed at 80% of its life) written the kubelet's way — the files
 // are links into a "..data" link to a content directory, swapped in one rename when the

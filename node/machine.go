@@ -182,7 +182,7 @@ func (a *actions) empty() bool {
 }
 
 // newPodMachine starts the lifecycle of pod, which has the address ip, at now: its first
-// actions write a Pending status with the IP and set the pod up.
+// action sets the pod up.
 func newPodMachine(pod *corev1.Pod, ip string, cfg machineConfig, now time.Time) *podMachine {
 	m := &podMachine{cfg: cfg, pod: pod, ip: ip, startTime: metav1.NewTime(now), conditions: map[corev1.PodConditionType]corev1.PodCondition{}}
 	if pod.Status.StartTime != nil {
@@ -200,7 +200,7 @@ func newPodMachine(pod *corev1.Pod, ip string, cfg machineConfig, now time.Time)
 	}
 	m.setupPending = true
 	m.out.setup = true
-	m.settle(now)
+	m.status(now) // the conditions date from the pod's arrival
 	return m
 }
 
@@ -641,6 +641,15 @@ func (m *podMachine) NextWake() time.Time {
 	return next
 }
 
+func (m *podMachine) anyStarting() bool {
+	for _, c := range m.containers {
+		if c.starting {
+			return true
+		}
+	}
+	return false
+}
+
 func (m *podMachine) anyRunning() bool {
 	for _, c := range m.containers {
 		if c.running || c.starting {
@@ -678,6 +687,12 @@ func (m *podMachine) settle(now time.Time) {
 		return
 	}
 	if m.statusPending || (!m.statusRetryAt.IsZero() && now.Before(m.statusRetryAt)) {
+		return
+	}
+	// A setup or start that is out is reported back at once: the status waits for it, so
+	// that a pod whose containers start right away is written once, Running, rather than
+	// Pending first.
+	if m.setupPending || m.anyStarting() {
 		return
 	}
 	st := m.status(now)

@@ -143,7 +143,7 @@ func TestPodMachine(t *testing.T) {
 		name: "runs, crashes and restarts with a doubling backoff",
 		pod:  testPod(corev1.RestartPolicyAlways, "web"),
 		steps: []step{
-			{input: "new", want: []string{"setup", "status"}, phase: corev1.PodPending, states: []string{"waiting:ContainerCreating"}},
+			{input: "new", want: []string{"setup"}},
 			{input: "setup ok", do: setupOK, want: []string{"start 0/1"}},
 			{input: "started", do: started(0, 1), want: []string{"event Started", "status"}, phase: corev1.PodRunning, states: []string{"running+"}, wake: -1},
 			{at: 3 * s, input: "exit 1", do: exited(0, 1, 1), want: []string{"event BackOff", "status"}, states: []string{"waiting:CrashLoopBackOff"}, wake: 13 * s},
@@ -156,7 +156,7 @@ func TestPodMachine(t *testing.T) {
 		name: "never: a failed container fails the pod",
 		pod:  testPod(corev1.RestartPolicyNever, "job"),
 		steps: []step{
-			{input: "new", want: []string{"setup", "status"}},
+			{input: "new", want: []string{"setup"}},
 			{input: "setup ok", do: setupOK, want: []string{"start 0/1"}},
 			{input: "started", do: started(0, 1), want: []string{"event Started", "status"}},
 			{at: s, input: "exit 3", do: exited(0, 1, 3), want: []string{"status"}, phase: corev1.PodFailed, states: []string{"terminated:Error:3"}, wake: -1},
@@ -165,7 +165,7 @@ func TestPodMachine(t *testing.T) {
 		name: "on failure: success completes the pod",
 		pod:  testPod(corev1.RestartPolicyOnFailure, "job"),
 		steps: []step{
-			{input: "new", want: []string{"setup", "status"}},
+			{input: "new", want: []string{"setup"}},
 			{input: "setup ok", do: setupOK, want: []string{"start 0/1"}},
 			{input: "started", do: started(0, 1), want: []string{"event Started", "status"}},
 			{at: s, input: "exit 0", do: exited(0, 1, 0), want: []string{"status"}, phase: corev1.PodSucceeded, states: []string{"terminated:Completed:0"}},
@@ -174,15 +174,15 @@ func TestPodMachine(t *testing.T) {
 		name: "init containers run in order before the containers; a failure is retried",
 		pod:  testPod(corev1.RestartPolicyAlways, "init:a", "init:b", "web"),
 		steps: []step{
-			{input: "new", want: []string{"setup", "status"}, phase: corev1.PodPending, states: []string{"waiting:PodInitializing", "waiting:PodInitializing", "waiting:PodInitializing"}},
+			{input: "new", want: []string{"setup"}},
 			{input: "setup ok", do: setupOK, want: []string{"start 0/1"}},
 			{input: "a started", do: started(0, 1), want: []string{"event Started", "status"}, states: []string{"running", "waiting:PodInitializing", "waiting:PodInitializing"}},
 			{at: s, input: "a fails", do: exited(0, 1, 1), want: []string{"event BackOff", "status"}, phase: corev1.PodPending, wake: 11 * s},
 			{at: 11 * s, input: "tick", do: tick, want: []string{"start 0/2"}},
 			{at: 11 * s, input: "a started", do: started(0, 2), want: []string{"event Started", "status"}},
-			{at: 12 * s, input: "a completes", do: exited(0, 2, 0), want: []string{"start 1/1", "status"}},
+			{at: 12 * s, input: "a completes", do: exited(0, 2, 0), want: []string{"start 1/1"}},
 			{at: 12 * s, input: "b started", do: started(1, 1), want: []string{"event Started", "status"}},
-			{at: 13 * s, input: "b completes", do: exited(1, 1, 0), want: []string{"start 2/1", "status"}},
+			{at: 13 * s, input: "b completes", do: exited(1, 1, 0), want: []string{"start 2/1"}},
 			{at: 13 * s, input: "web started", do: started(2, 1), want: []string{"event Started", "status"}, phase: corev1.PodRunning,
 				states: []string{"terminated:Completed:0+", "terminated:Completed:0+", "running+"}},
 		},
@@ -190,7 +190,7 @@ func TestPodMachine(t *testing.T) {
 		name: "never: a failed init container fails the pod",
 		pod:  testPod(corev1.RestartPolicyNever, "init:a", "web"),
 		steps: []step{
-			{input: "new", want: []string{"setup", "status"}},
+			{input: "new", want: []string{"setup"}},
 			{input: "setup ok", do: setupOK, want: []string{"start 0/1"}},
 			{input: "started", do: started(0, 1), want: []string{"event Started", "status"}},
 			{at: s, input: "a fails", do: exited(0, 1, 2), want: []string{"status"}, phase: corev1.PodFailed, states: []string{"terminated:Error:2", "waiting:PodInitializing"}},
@@ -199,7 +199,7 @@ func TestPodMachine(t *testing.T) {
 		name: "a config error waits without a restart; a start error counts as an exit",
 		pod:  testPod(corev1.RestartPolicyAlways, "web"),
 		steps: []step{
-			{input: "new", want: []string{"setup", "status"}},
+			{input: "new", want: []string{"setup"}},
 			{input: "setup ok", do: setupOK, want: []string{"start 0/1"}},
 			{input: "config error", do: func(m *podMachine, now time.Time) {
 				m.StartFailed(0, 1, errors.New("configmap \"x\" not found"), true, now)
@@ -213,11 +213,11 @@ func TestPodMachine(t *testing.T) {
 		name: "a failed setup is retried with a doubling delay, then the containers start",
 		pod:  testPod(corev1.RestartPolicyAlways, "web"),
 		steps: []step{
-			{input: "new", want: []string{"setup", "status"}},
+			{input: "new", want: []string{"setup"}},
 			{input: "setup fails", do: func(m *podMachine, now time.Time) {
 				m.SetupDone(errors.New(`configmap "x" not found`), "FailedMount", now)
 			},
-				want: []string{"event FailedMount"}, phase: corev1.PodPending, states: []string{"waiting:ContainerCreating"}, wake: 500 * ms},
+				want: []string{"event FailedMount", "status"}, phase: corev1.PodPending, states: []string{"waiting:ContainerCreating"}, wake: 500 * ms},
 			{at: 500 * ms, input: "tick", do: tick, want: []string{"setup"}},
 			{at: 500 * ms, input: "setup fails", do: func(m *podMachine, now time.Time) { m.SetupDone(errors.New("again"), "FailedMount", now) },
 				want: []string{"event FailedMount"}, wake: 1500 * ms},
@@ -228,7 +228,7 @@ func TestPodMachine(t *testing.T) {
 		name: "readiness: quick retries until it first passes, then its period",
 		pod:  readiness,
 		steps: []step{
-			{input: "new", want: []string{"setup", "status"}},
+			{input: "new", want: []string{"setup"}},
 			{input: "setup ok", do: setupOK, want: []string{"start 0/1"}},
 			{input: "started", do: started(0, 1), want: []string{"event Started", "status"}, states: []string{"running"}, wake: s},
 			{at: s, input: "tick", do: tick, want: []string{"probe 0/1 readiness"}, wake: -1},
@@ -248,7 +248,7 @@ func TestPodMachine(t *testing.T) {
 		name: "readiness: quick retries last one period, then failures are reported",
 		pod:  readiness,
 		steps: []step{
-			{input: "new", want: []string{"setup", "status"}},
+			{input: "new", want: []string{"setup"}},
 			{input: "setup ok", do: setupOK, want: []string{"start 0/1"}},
 			{input: "started", do: started(0, 1), want: []string{"event Started", "status"}, wake: s},
 			{at: s, input: "tick", do: tick, want: []string{"probe 0/1 readiness"}},
@@ -258,7 +258,7 @@ func TestPodMachine(t *testing.T) {
 		name: "liveness: failures kill the container, SIGKILL after the grace, then a restart",
 		pod:  liveness,
 		steps: []step{
-			{input: "new", want: []string{"setup", "status"}},
+			{input: "new", want: []string{"setup"}},
 			{input: "setup ok", do: setupOK, want: []string{"start 0/1"}},
 			{input: "started", do: started(0, 1), want: []string{"event Started", "status"}, states: []string{"running+"}, wake: 0},
 			{input: "tick", do: tick, want: []string{"probe 0/1 liveness"}},
@@ -272,7 +272,7 @@ func TestPodMachine(t *testing.T) {
 		name: "startup gates readiness; it fails the container when it never passes",
 		pod:  startup,
 		steps: []step{
-			{input: "new", want: []string{"setup", "status"}},
+			{input: "new", want: []string{"setup"}},
 			{input: "setup ok", do: setupOK, want: []string{"start 0/1"}},
 			{input: "started", do: started(0, 1), want: []string{"event Started", "status"}, states: []string{"running"}},
 			{input: "tick", do: tick, want: []string{"probe 0/1 startup"}},
@@ -284,9 +284,9 @@ func TestPodMachine(t *testing.T) {
 		name: "deletion: SIGTERM, SIGKILL after the grace period, then the object is deleted",
 		pod:  testPod(corev1.RestartPolicyAlways, "a", "b"),
 		steps: []step{
-			{input: "new", want: []string{"setup", "status"}},
+			{input: "new", want: []string{"setup"}},
 			{input: "setup ok", do: setupOK, want: []string{"start 0/1", "start 1/1"}},
-			{input: "a started", do: started(0, 1), want: []string{"event Started", "status"}},
+			{input: "a started, b still starting", do: started(0, 1), want: []string{"event Started"}},
 			{input: "b started", do: started(1, 1), want: []string{"event Started", "status"}},
 			{at: s, input: "deleted", do: deleted(5), want: []string{"signal 0/1 TERM", "signal 1/1 TERM", "event Killing", "event Killing"}, wake: 6 * s},
 			{at: 2 * s, input: "a exits, not restarted", do: exited(0, 1, 0), want: nil, wake: 6 * s},
@@ -298,7 +298,7 @@ func TestPodMachine(t *testing.T) {
 		name: "removed from the API: killed at once, the directory removed",
 		pod:  testPod(corev1.RestartPolicyAlways, "web"),
 		steps: []step{
-			{input: "new", want: []string{"setup", "status"}},
+			{input: "new", want: []string{"setup"}},
 			{input: "setup ok", do: setupOK, want: []string{"start 0/1"}},
 			{input: "started", do: started(0, 1), want: []string{"event Started", "status"}},
 			{input: "removed", do: func(m *podMachine, now time.Time) { m.Removed(now) }, want: []string{"signal 0/1 KILL"}},
@@ -308,7 +308,7 @@ func TestPodMachine(t *testing.T) {
 		name: "agent shutdown: SIGTERM, the object kept",
 		pod:  testPod(corev1.RestartPolicyAlways, "web"),
 		steps: []step{
-			{input: "new", want: []string{"setup", "status"}},
+			{input: "new", want: []string{"setup"}},
 			{input: "setup ok", do: setupOK, want: []string{"start 0/1"}},
 			{input: "started", do: started(0, 1), want: []string{"event Started", "status"}},
 			{input: "shutdown", do: func(m *podMachine, now time.Time) { m.Shutdown(2*s, now) }, want: []string{"signal 0/1 TERM"}, wake: 2 * s},
@@ -318,9 +318,11 @@ func TestPodMachine(t *testing.T) {
 		name: "a failed status write is tried again later",
 		pod:  testPod(corev1.RestartPolicyAlways, "web"),
 		steps: []step{
-			{input: "new", want: []string{"setup", "status"}, unacked: true},
+			{input: "new", want: []string{"setup"}},
+			{input: "setup ok", do: setupOK, want: []string{"start 0/1"}},
+			{input: "started", do: started(0, 1), want: []string{"event Started", "status"}, unacked: true},
 			{input: "write fails", do: func(m *podMachine, now time.Time) { m.StatusWritten(nil, false, now) }, want: nil, wake: s},
-			{at: s, input: "tick", do: tick, want: []string{"status"}},
+			{at: s, input: "tick", do: tick, want: []string{"status"}, phase: corev1.PodRunning},
 		},
 	}}
 
@@ -399,7 +401,7 @@ func sameElements(got, want []string) bool {
 // stays, and takes the time of the input that changes it.
 func TestPodMachineConditionTimes(t *testing.T) {
 	m := newPodMachine(testPod(corev1.RestartPolicyAlways, "web"), "10.0.0.1", machineTestConfig, t0)
-	m.StatusWritten(m.Ready().status, true, t0)
+	m.Ready()
 	m.SetupDone(nil, "FailedMount", t0)
 	m.Ready()
 	m.Started(0, 1, t0.Add(2*time.Second))

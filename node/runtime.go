@@ -86,13 +86,7 @@ func (a *Agent) startContainer(ctx context.Context, w *podWorker, pod *corev1.Po
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir, cmd.Stdout, cmd.Stderr, cmd.Env = dir, stdout, stderr, env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	work := filepath.Join(a.podDir(pod.UID), ".ns", spec.Name)
-	if len(mounts) > 0 {
-		if err := os.MkdirAll(work, 0o700); err != nil {
-			return nil, err
-		}
-	}
-	proc, root, err := mountns.Start(cmd, mounts, work, mountns.Hooks{})
+	proc, root, err := mountns.Start(cmd, mounts, a.scratchDir(), mountns.Hooks{})
 	// The child has its own copies of the pipes' write ends; ours must close for the copier
 	// to see the end of the output.
 	stdout.Close()

@@ -19,6 +19,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // A pod's volumes live under <pod dir>/volumes/<name> (hostPath and claims: where their
@@ -65,18 +66,50 @@ func (w *podWorker) setupVolumes(ctx context.Context, pod *corev1.Pod) (map[stri
 	return vols, errors.Join(errs...)
 }
 
+// volumeDir is where an emptyDir volume of the pod lives, on disk as the kubelet keeps them.
 func (w *podWorker) volumeDir(name string) string {
 	return filepath.Join(w.a.podDir(w.uid), "volumes", name)
 }
 
+// contentDir is where the files of a ConfigMap, Secret, downward API or projected volume of
+// the pod are written: in the node's tmpfs (contentRoot), so that secrets never reach the
+// disk (the kubelet keeps these on tmpfs too) and writing them costs no disk metadata.
+func (w *podWorker) contentDir(name string) string {
+	return filepath.Join(w.a.contentRoot(), string(w.uid), name)
+}
+
+// contentRoot holds the pods' volume contents: <data-dir>/tmpfs, a tmpfs while the agent
+// runs when it may mount one (prepareDirs), else a directory.
+func (a *Agent) contentRoot() string { return filepath.Join(a.o.DataDir, "tmpfs") }
+
+// scratchDir is the directory containers' mount namespaces cover with their scratch tmpfs
+// (node/mountns); on the host it stays empty.
+func (a *Agent) scratchDir() string { return filepath.Join(a.o.DataDir, "mountns") }
+
+// prepareDirs makes the agent's directories and mounts the tmpfs of contentRoot.
+func (a *Agent) prepareDirs() error {
+	for _, d := range []string{a.contentRoot(), a.scratchDir()} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	if !mountns.Privileged() || isMountPoint(a.contentRoot()) {
+		return nil
+	}
+	if err := unix.Mount("tmpfs", a.contentRoot(), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=700"); err != nil {
+		return fmt.Errorf("tmpfs for volume contents: %w", err)
+	}
+	return nil
+}
+
 func (w *podWorker) setupVolume(ctx context.Context, pod *corev1.Pod, v corev1.Volume) (podVolume, error) {
-	dir := w.volumeDir(v.Name)
+	dir := w.contentDir(v.Name)
 	src := v.VolumeSource
 	var files map[string]volumeFile
 	var err error
 	switch {
 	case src.EmptyDir != nil:
-		return podVolume{path: dir}, w.emptyDir(dir, src.EmptyDir)
+		return podVolume{path: w.volumeDir(v.Name)}, w.emptyDir(w.volumeDir(v.Name), src.EmptyDir)
 	case src.HostPath != nil:
 		return podVolume{path: src.HostPath.Path}, checkHostPath(src.HostPath)
 	case src.PersistentVolumeClaim != nil:
@@ -460,11 +493,20 @@ func unescapeMountPath(p string) string {
 	return r.Replace(p)
 }
 
-// removePodDir unmounts what the agent mounted under the pod's directory (emptyDir tmpfs),
-// then removes it.
-func (a *Agent) removePodDir(dir string) error {
+// unmountAll unmounts what the agent mounted under its data dir: the volume contents' tmpfs
+// and memory-backed emptyDirs.
+func (a *Agent) unmountAll() {
+	for _, m := range mountsUnder(a.o.DataDir) {
+		_ = unix.Unmount(m, unix.MNT_DETACH)
+	}
+}
+
+// removePodDirs removes the pod's directory, after unmounting what the agent mounted in it
+// (emptyDir tmpfs), and its volumes' contents.
+func (a *Agent) removePodDirs(uid types.UID) error {
+	dir := a.podDir(uid)
 	for _, m := range mountsUnder(dir) {
 		_ = unix.Unmount(m, unix.MNT_DETACH)
 	}
-	return os.RemoveAll(dir)
+	return errors.Join(os.RemoveAll(dir), os.RemoveAll(filepath.Join(a.contentRoot(), string(uid))))
 }

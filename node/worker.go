@@ -227,7 +227,7 @@ func (w *podWorker) execute(ctx, probeCtx context.Context, m *podMachine) {
 			w.a.deletePod(ctx, pod)
 		}
 		if a.removeDir {
-			_ = w.a.removePodDir(w.a.podDir(w.uid))
+			_ = w.a.removePodDirs(w.uid)
 		}
 	}
 }

@@ -72,9 +72,10 @@ type Hooks struct {
 func Privileged() bool { return os.Geteuid() == 0 }
 
 // Start starts cmd in a new mount namespace in which each mount's Source is seen at its
-// Target. work is a directory on the host for the namespace's scratch mount points (it
-// stays empty on the host). It returns the root the process runs in ("" for the host's
-// root), to give Enter. With no mounts, cmd starts in the host's namespace.
+// Target. work is an existing directory on the host for the namespace's scratch mount points:
+// in the namespace a tmpfs covers it, so it stays empty on the host and any number of
+// namespaces may share it. It returns the root the process runs in ("" for the host's root),
+// to give Enter. With no mounts, cmd starts in the host's namespace.
 func Start(cmd *exec.Cmd, mounts []Mount, work string, h Hooks) (*Process, string, error) {
 	var root string
 	p, err := startLocked(cmd, h, func() (func() error, error) {
@@ -96,12 +97,8 @@ func Start(cmd *exec.Cmd, mounts []Mount, work string, h Hooks) (*Process, strin
 		if err := unix.Unshare(unix.CLONE_FS | unix.CLONE_NEWNS); err != nil {
 			return nil, fmt.Errorf("new mount namespace: %w", err)
 		}
-		// Nothing mounted here may reach the host's namespace.
-		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
-			return nil, fmt.Errorf("making the mounts of the namespace private: %w", err)
-		}
 		b := &builder{work: work}
-		if err := b.mountAll(mounts); err != nil {
+		if err := b.prepare(mounts); err != nil {
 			return nil, err
 		}
 		root = b.root
@@ -204,6 +201,19 @@ func (b *builder) host(p string) string {
 		return p
 	}
 	return filepath.Join(b.root, p)
+}
+
+// prepare makes the namespace's mounts, on the thread (or in the process) that is in it.
+func (b *builder) prepare(mounts []Mount) error {
+	// Nothing mounted here may reach the host's namespace.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return fmt.Errorf("making the mounts of the namespace private: %w", err)
+	}
+	// Scratch space in memory: the work directory is shared, and disks are slower.
+	if err := unix.Mount("tmpfs", b.work, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=700"); err != nil {
+		return fmt.Errorf("scratch space at %s: %w", b.work, err)
+	}
+	return b.mountAll(mounts)
 }
 
 func (b *builder) mountAll(mounts []Mount) error {

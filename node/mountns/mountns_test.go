@@ -171,8 +171,8 @@ func unprivilegedScenario(dir string) {
 		os.Exit(1)
 	}
 	cmd := exec.Command("/bin/sh", "-c", "cat /kplane-unprivileged/data/hello; echo; id -u; echo > ready; exec sleep 30")
-	cmd.Dir = filepath.Join(dir, "work") // writable by this user
-	outPath := filepath.Join(dir, "work", "out")
+	cmd.Dir = filepath.Join(dir, "out") // writable by this user
+	outPath := filepath.Join(dir, "out", "out")
 	out, err := os.Create(outPath)
 	if err != nil {
 		fail("%v", err)
@@ -184,7 +184,7 @@ func unprivilegedScenario(dir string) {
 		fail("start: %v", err)
 	}
 	for i := 0; ; i++ {
-		if _, err := os.Stat(filepath.Join(dir, "work", "ready")); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, "out", "ready")); err == nil {
 			break
 		}
 		if i == 500 {
@@ -231,7 +231,7 @@ func TestUnprivileged(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, d := range []string{"work", "work2"} {
+	for _, d := range []string{"work", "work2", "out"} {
 		if err := os.Mkdir(filepath.Join(dir, d), 0o777); err != nil {
 			t.Fatal(err)
 		}

@@ -53,10 +53,7 @@ func runInit(planJSON string) {
 	}
 	b := &builder{work: plan.Work}
 	if len(plan.Mounts) > 0 {
-		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
-			fail(fmt.Errorf("making the mounts of the namespace private: %w", err))
-		}
-		if err := b.mountAll(plan.Mounts); err != nil {
+		if err := b.prepare(plan.Mounts); err != nil {
 			fail(err)
 		}
 	}

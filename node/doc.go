@@ -69,8 +69,7 @@
 // TODO (issue 6, not done yet):
 //   - probes: grpc, httpGet with scheme HTTPS; a container killed by a liveness probe whose
 //     process exits 0 is not restarted under OnFailure (the kubelet restarts it).
-//   - env: resourceFieldRef (fails the container start today; downward API volumes have it),
-//     fileKeyRef.
+//   - env: fileKeyRef.
 //   - volumes: the volume types of clusters (nfs, csi, iscsi, ephemeral, image, ...), which
 //     fail with FailedMount; memory-backed emptyDirs without root are plain directories.
 //   - sidecars (init containers with restartPolicy Always: such a container stays Waiting

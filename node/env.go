@@ -67,7 +67,7 @@ func (s apiObjects) services(ctx context.Context, ns string) ([]*corev1.Service,
 func (a *Agent) containerEnv(ctx context.Context, pod *corev1.Pod, podIP string, spec corev1.Container, dir string) (env, argv []string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, envTimeout)
 	defer cancel()
-	vars, err := resolveEnv(ctx, apiObjects{a.c}, pod, podIP, spec)
+	vars, err := resolveEnv(ctx, apiObjects{a.c}, pod, podIP, spec, a.capacity())
 	if err != nil {
 		return nil, nil, &configError{err}
 	}
@@ -139,7 +139,7 @@ func readOnce[T any](ctx context.Context, ns, kind string, read func(context.Con
 // before it and then the service variables (serviceEnv), which come last unless the
 // container defines them itself. POD_IP, POD_NAME and POD_NAMESPACE come first, as if the pod
 // had declared them, so the container can override them and refer to them.
-func resolveEnv(ctx context.Context, src objectSource, pod *corev1.Pod, podIP string, spec corev1.Container) (*envVars, error) {
+func resolveEnv(ctx context.Context, src objectSource, pod *corev1.Pod, podIP string, spec corev1.Container, node corev1.ResourceList) (*envVars, error) {
 	links, err := serviceEnv(ctx, src, pod)
 	if err != nil {
 		return nil, err
@@ -233,8 +233,11 @@ func resolveEnv(ctx context.Context, src objectSource, pod *corev1.Pod, podIP st
 			}
 			value = string(v)
 		case from.ResourceFieldRef != nil:
-			// TODO: limits.cpu, requests.memory, ... (the node's capacity when no limit is set).
-			return nil, fmt.Errorf("env %s: resourceFieldRef is not supported by this node agent", e.Name)
+			v, err := containerResource(pod, from.ResourceFieldRef, &spec, node)
+			if err != nil {
+				return nil, fmt.Errorf("env %s: %w", e.Name, err)
+			}
+			value = v
 		default:
 			return nil, fmt.Errorf("env %s: unsupported valueFrom", e.Name)
 		}

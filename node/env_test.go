@@ -12,6 +12,7 @@ import (
 	"github.com/kplane/kplane/internal/testserver"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -103,6 +104,17 @@ func (f fakeObjects) secret(_ context.Context, _, name string) (*corev1.Secret, 
 	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, name)
 }
 
+// testNode is the node the tests' containers run on, for limits they do not set.
+var testNode = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")}
+
+func resourceRef(res, divisor string) *corev1.EnvVarSource {
+	ref := &corev1.ResourceFieldSelector{Resource: res}
+	if divisor != "" {
+		ref.Divisor = resource.MustParse(divisor)
+	}
+	return &corev1.EnvVarSource{ResourceFieldRef: ref}
+}
+
 // afterPodVars renders an environment as "K=V K=V", without POD_IP, POD_NAME and POD_NAMESPACE.
 func afterPodVars(vars *envVars) string {
 	var out []string
@@ -157,6 +169,18 @@ func TestResolveEnv(t *testing.T) {
 					{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "absent"}, Optional: yes}}},
 				Env: []corev1.EnvVar{{Name: "CFG_mode", Value: "slow"}, {Name: "X", Value: "$(CFG_level)"}}},
 			want: "CFG_level=3 CFG_mode=slow password=s3cret X=3"},
+		{name: "resources",
+			spec: corev1.Container{Name: "web", Resources: corev1.ResourceRequirements{
+				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("300Mi")},
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}},
+				Env: []corev1.EnvVar{
+					{Name: "MEM_MI", ValueFrom: resourceRef("limits.memory", "1Mi")},
+					{Name: "CPU_M", ValueFrom: resourceRef("requests.cpu", "1m")},
+					{Name: "CPU", ValueFrom: resourceRef("requests.cpu", "")},     // rounded up
+					{Name: "CPU_MAX", ValueFrom: resourceRef("limits.cpu", "")}}}, // no limit: the node's
+			want: "MEM_MI=300 CPU_M=250 CPU=1 CPU_MAX=4"},
+		{name: "unknown resource", spec: corev1.Container{Env: []corev1.EnvVar{{Name: "X", ValueFrom: resourceRef("limits.gpu", "")}}},
+			wantErr: `env X: unsupported container resource "limits.gpu"`},
 		{name: "missing configmap", spec: corev1.Container{Env: []corev1.EnvVar{{Name: "M", ValueFrom: cmKey("absent", "mode", nil)}}},
 			wantErr: `configmap "absent" not found`},
 		{name: "missing key", spec: corev1.Container{Env: []corev1.EnvVar{{Name: "M", ValueFrom: cmKey("cfg", "absent", nil)}}},
@@ -167,7 +191,7 @@ func TestResolveEnv(t *testing.T) {
 			wantErr: `secret "absent" not found`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			vars, err := resolveEnv(context.Background(), src, pod, "10.0.0.9", tc.spec)
+			vars, err := resolveEnv(context.Background(), src, pod, "10.0.0.9", tc.spec, testNode)
 			if tc.wantErr != "" {
 				if err == nil || err.Error() != tc.wantErr {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)
@@ -229,7 +253,7 @@ func TestServiceEnv(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: tc.ns}, Spec: corev1.PodSpec{EnableServiceLinks: tc.links}}
-			vars, err := resolveEnv(context.Background(), src, pod, "10.1.1.1", corev1.Container{Env: tc.env})
+			vars, err := resolveEnv(context.Background(), src, pod, "10.1.1.1", corev1.Container{Env: tc.env}, testNode)
 			if err != nil {
 				t.Fatal(err)
 			}

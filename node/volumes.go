@@ -321,7 +321,7 @@ func (w *podWorker) downwardAPIFiles(pod *corev1.Pod, items []corev1.DownwardAPI
 				value, err = podField(pod, w.ip, it.FieldRef.FieldPath)
 			}
 		case it.ResourceFieldRef != nil:
-			value, err = w.a.resourceValue(pod, it.ResourceFieldRef, "")
+			value, err = containerResource(pod, it.ResourceFieldRef, nil, w.a.capacity())
 		default:
 			err = fmt.Errorf("item %s has neither fieldRef nor resourceFieldRef", it.Path)
 		}
@@ -419,25 +419,27 @@ func (w *podWorker) token(ctx context.Context, pod *corev1.Pod, s *corev1.Servic
 	return out.Status.Token, nil
 }
 
-// resourceValue is a container's resource (limits.cpu, requests.memory, ...) divided by
+// containerResource is a container's resource (limits.cpu, requests.memory, ...) divided by
 // the divisor and rounded up, as the downward API gives it; a limit not set is the node's
-// allocatable. container "" is the ref's own container name.
-func (a *Agent) resourceValue(pod *corev1.Pod, ref *corev1.ResourceFieldSelector, container string) (string, error) {
-	if ref.ContainerName != "" {
-		container = ref.ContainerName
-	}
-	var spec *corev1.Container
-	for _, c := range slices.Concat(pod.Spec.Containers, pod.Spec.InitContainers) {
-		if c.Name == container {
-			spec = &c
-			break
+// (node, its allocatable). self is the container the reference is made in (an env var's;
+// nil for a volume), the one meant when the reference names none.
+func containerResource(pod *corev1.Pod, ref *corev1.ResourceFieldSelector, self *corev1.Container, node corev1.ResourceList) (string, error) {
+	spec := self
+	if ref.ContainerName != "" && (self == nil || ref.ContainerName != self.Name) {
+		spec = nil
+		for _, c := range slices.Concat(pod.Spec.Containers, pod.Spec.InitContainers) {
+			if c.Name == ref.ContainerName {
+				spec = &c
+				break
+			}
 		}
 	}
 	if spec == nil {
-		return "", fmt.Errorf("resourceFieldRef: no container %q in the pod", container)
+		return "", fmt.Errorf("resourceFieldRef: no container %q in the pod", ref.ContainerName)
 	}
 	kind, name, ok := strings.Cut(ref.Resource, ".")
-	if !ok || (kind != "limits" && kind != "requests") {
+	known := name == "cpu" || name == "memory" || name == "ephemeral-storage" || strings.HasPrefix(name, "hugepages-")
+	if !ok || !known || (kind != "limits" && kind != "requests") {
 		return "", fmt.Errorf("unsupported container resource %q", ref.Resource)
 	}
 	list := spec.Resources.Requests
@@ -446,7 +448,7 @@ func (a *Agent) resourceValue(pod *corev1.Pod, ref *corev1.ResourceFieldSelector
 	}
 	q, set := list[corev1.ResourceName(name)]
 	if !set && kind == "limits" {
-		q = a.capacity()[corev1.ResourceName(name)]
+		q = node[corev1.ResourceName(name)]
 	}
 	divisor := ref.Divisor
 	if divisor.IsZero() {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kplane/kplane/node/cgroups"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 )
@@ -26,6 +28,8 @@ type containerRun struct {
 	dir  string
 	cmd  *exec.Cmd
 	logs *logCopier
+	// cg is the run's cgroup (cgroup.go), removed when the run ends.
+	cg *cgroups.Container
 }
 
 // startContainer starts a run of spec: command+args ("kplane" as the first word is this
@@ -61,6 +65,17 @@ func (a *Agent) startContainer(ctx context.Context, w *podWorker, pod *corev1.Po
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
+	// The run's cgroup, with the container's limits, exists before its process does.
+	cg, err := a.cgroups.Create(pod, &spec)
+	if err != nil {
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started {
+			_ = cg.Remove()
+		}
+	}()
 	// Each run gets a fresh LogFile; the last run's output is kept for `kubectl logs --previous`.
 	logPath := filepath.Join(cdir, LogFile)
 	prevPath := filepath.Join(cdir, PreviousLogFile)
@@ -74,7 +89,14 @@ func (a *Agent) startContainer(ctx context.Context, w *podWorker, pod *corev1.Po
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir, cmd.Stdout, cmd.Stderr, cmd.Env = dir, stdout, stderr, env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	release := cg.StartInside(cmd.SysProcAttr) // cgroup v2: the process is born in its cgroup
 	err = cmd.Start()
+	release()
+	if err == nil {
+		// cgroup v1: moved in right after the start. TODO(lead): join on the starting thread
+		// instead (cgroups.JoinSelf(cg.ProcsFiles()) before exec), leaving no window outside.
+		err = joinCgroup(cmd, cg)
+	}
 	// The child has its own copies of the pipes' write ends; ours must close for the copier
 	// to see the end of the output.
 	stdout.Close()
@@ -86,22 +108,31 @@ func (a *Agent) startContainer(ctx context.Context, w *podWorker, pod *corev1.Po
 		return nil, err
 	}
 	logs.start()
-	return &containerRun{name: spec.Name, run: s.run, spec: spec, env: env, dir: dir, cmd: cmd, logs: logs}, nil
+	started = true
+	return &containerRun{name: spec.Name, run: s.run, spec: spec, env: env, dir: dir, cmd: cmd, logs: logs, cg: cg}, nil
 }
 
-// wait waits for the run's process to exit, kills what it left behind in its process group,
-// lets the copier write the last output, and returns the exit code (128+n for a signal)
-// and a reason overriding Completed/Error ("" for none).
+// wait waits for the run's process to exit, kills what it left behind in its process group
+// and its cgroup, removes the cgroup, lets the copier write the last output, and returns the
+// exit code (128+n for a signal) and a reason overriding Completed/Error ("" for none;
+// OOMKilled when the memory limit was hit).
 func (r *containerRun) wait() (int32, string) {
 	_ = r.cmd.Wait()
 	killGroup(r.cmd.Process.Pid, syscall.SIGKILL)
+	reason := ""
+	if r.cg.OOMKilled() {
+		reason = "OOMKilled"
+	}
+	if err := r.cg.Remove(); err != nil {
+		slog.Error("removing container cgroup", "container", r.name, "err", err)
+	}
 	r.logs.finish()
 	ps := r.cmd.ProcessState
 	code := int32(ps.ExitCode())
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		code = 128 + int32(ws.Signal())
 	}
-	return code, ""
+	return code, reason
 }
 
 // signal sends sig to the run's whole process group.

@@ -46,6 +46,7 @@ func (s *Server) groupVersions() []schema.GroupVersion {
 			out = append(out, gv)
 		}
 	}
+	out = append(out, metricsGV) // served without storage (metrics.go)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Group < out[j].Group })
 	return out
 }
@@ -115,6 +116,10 @@ var (
 )
 
 func (s *Server) serveResourceList(w http.ResponseWriter, gv schema.GroupVersion) {
+	if gv == metricsGV {
+		serveMetricsResourceList(w)
+		return
+	}
 	list := metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: gv.String()}
 	for _, r := range s.ordered {
 		info := r.info

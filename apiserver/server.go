@@ -57,11 +57,14 @@ type Server struct {
 	// watch cache may not have seen the deletion yet.
 	terminatingMu      sync.Mutex
 	recentlyTerminated map[string]time.Time
+	// metrics scrapes the nodes for metrics.k8s.io (metrics.go).
+	metrics *metricsSampler
 }
 
 // New builds the server's resources and stores; Run starts them.
 func New(cfg Config) *Server {
-	s := &Server{cfg: cfg, resources: map[schema.GroupVersionResource]*resource{}, recentlyTerminated: map[string]time.Time{}}
+	s := &Server{cfg: cfg, resources: map[schema.GroupVersionResource]*resource{}, recentlyTerminated: map[string]time.Time{},
+		metrics: newMetricsSampler()}
 	for _, st := range registry.All(cfg.ServiceAllocation) {
 		info := st.Describe()
 		st := st
@@ -225,6 +228,10 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, group string, 
 	}
 	if len(parts) == 0 || len(parts) > 3 {
 		writeError(w, apierrors.NewNotFound(schema.GroupResource{}, r.URL.Path))
+		return
+	}
+	if gv == metricsGV {
+		s.serveMetrics(w, r, req.namespace, parts, watchPath || isTrue(r.URL.Query().Get("watch")))
 		return
 	}
 	res, ok := s.resources[gv.WithResource(parts[0])]

@@ -210,8 +210,8 @@ func (s *scrape) nodeSample() *sample {
 	return s.node
 }
 
-// usage is the CPU rate and memory of cur against base; ok is false when they do not
-// make a window: no CPU figure, a counter that went back, or a container started less than
+// usage is the CPU rate and memory of cur against base; ok is false when they do not make a
+// window: no CPU figure, samples out of order, or no base and a container started less than
 // minWindow ago. A container with no sample in base, or restarted since, counts from its
 // start with zero CPU time, as metrics-server does for fresh containers.
 func usage(cur, base *sample) (list corev1.ResourceList, at time.Time, win time.Duration, ok bool) {
@@ -219,13 +219,15 @@ func usage(cur, base *sample) (list corev1.ResourceList, at time.Time, win time.
 		return nil, at, 0, false
 	}
 	if base == nil || base.cpuAt.IsZero() || !base.started.Equal(cur.started) || cur.cpu < base.cpu {
-		if cur.started.IsZero() {
+		if cur.started.IsZero() || cur.cpuAt.Sub(cur.started) < minWindow {
 			return nil, at, 0, false
 		}
 		base = &sample{cpuAt: cur.started}
 	}
+	// The scrapes are minWindow apart by the apiserver's clock; the samples' own times (the
+	// node's, in ms) may differ from that by a little, never by their order.
 	win = cur.cpuAt.Sub(base.cpuAt)
-	if win < minWindow {
+	if win <= 0 {
 		return nil, at, 0, false
 	}
 	nanoCores := (cur.cpu - base.cpu) / win.Seconds() * 1e9

@@ -53,6 +53,8 @@ func TestUsage(t *testing.T) {
 	}{
 		{"rate over the window", pt(12, t0.Add(2*time.Second), start), pt(11, t0, start), 500, 2 * time.Second},
 		{"idle", pt(11, t0.Add(time.Second), start), pt(11, t0, start), 0, time.Second},
+		{"samples a little less than minWindow apart", pt(12, t0.Add(998*time.Millisecond), start), pt(11.5, t0, start), 502, 998 * time.Millisecond},
+		{"samples out of order", pt(12, t0, start), pt(11, t0.Add(time.Millisecond), start), -1, 0},
 		{"no base: from the start", pt(30, t0, start), nil, 500, time.Minute},
 		{"restarted: from the new start", pt(1, t0, t0.Add(-4*time.Second)), pt(50, t0.Add(-10*time.Second), start), 250, 4 * time.Second},
 		{"counter went back", pt(3, t0, start), pt(4, t0.Add(-time.Second), start), 50, time.Minute},

@@ -44,6 +44,20 @@ func getJSON(t *testing.T, url string, into any) {
 	}
 }
 
+// deletePodsAtEnd deletes the test's pods at its end, while its agent still runs: a later
+// agent of the same name (go test -count) would otherwise run them again.
+func deletePodsAtEnd(t *testing.T, pods *client.Typed[*corev1.Pod]) {
+	t.Cleanup(func() {
+		list, err := pods.List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return
+		}
+		for _, p := range list.Items {
+			_ = pods.Delete(context.Background(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))})
+		}
+	})
+}
+
 // TestContainerCgroups: a container runs in its own cgroup, with its limits, below its pod's;
 // a container over its memory limit is OOMKilled with exit code 137; the pod's cgroup goes
 // with the pod.
@@ -53,6 +67,7 @@ func TestContainerCgroups(t *testing.T) {
 	ns := testserver.Namespace(t, c, "node-cgroups-")
 	ctx := context.Background()
 	pods := client.Resource[*corev1.Pod](c, "pods").Namespace(ns)
+	deletePodsAtEnd(t, pods)
 	eventually(t, "agent running", func() (bool, string) { return a.Port() != 0 && a.cgroups != nil, "" })
 	if ok, why := a.cgroups.Enforced(); !ok {
 		t.Skipf("no cgroups on this machine (%s): the fallback is covered by TestCgroupsFallback", why)
@@ -131,6 +146,7 @@ func TestCgroupsFallback(t *testing.T) {
 		return false, "no event"
 	})
 	pods := client.Resource[*corev1.Pod](c, "pods").Namespace(ns)
+	deletePodsAtEnd(t, pods)
 	if _, err := pods.Create(ctx, limitedPod(ns, "spin", "node-nocgroups", `while :; do :; done`, "1Mi")); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +173,10 @@ func TestStatsEndpoints(t *testing.T) {
 	ns := testserver.Namespace(t, c, "node-stats-")
 	ctx := context.Background()
 	pods := client.Resource[*corev1.Pod](c, "pods").Namespace(ns)
-	if _, err := pods.Create(ctx, limitedPod(ns, "busy", "node-stats", `while :; do :; done`, "64Mi")); err != nil {
+	deletePodsAtEnd(t, pods)
+	// The shell fills a variable once it runs in its cgroup (under cgroup v1 it joins right
+	// after it starts, and what it touched before is charged to the agent), then spins.
+	if _, err := pods.Create(ctx, limitedPod(ns, "busy", "node-stats", `sleep 0.2; x=$(seq 1 50000); while :; do :; done`, "64Mi")); err != nil {
 		t.Fatal(err)
 	}
 	p := runningPod(t, pods, "busy")
@@ -167,7 +186,11 @@ func TestStatsEndpoints(t *testing.T) {
 	eventually(t, "busy in the summary, using CPU", func() (bool, string) {
 		s = statsv1alpha1.Summary{}
 		getJSON(t, base+"/stats/summary", &s)
-		return len(s.Pods) == 1 && len(s.Pods[0].Containers) == 1 && *s.Pods[0].Containers[0].CPU.UsageCoreNanoSeconds > 0, fmt.Sprintf("%+v", s.Pods)
+		if len(s.Pods) != 1 || len(s.Pods[0].Containers) != 1 {
+			return false, fmt.Sprintf("%+v", s.Pods)
+		}
+		ct := s.Pods[0].Containers[0]
+		return *ct.CPU.UsageCoreNanoSeconds > 0 && *ct.Memory.WorkingSetBytes > 100<<10, fmt.Sprintf("%+v", ct.Memory)
 	})
 	if s.Node.NodeName != "node-stats" || s.Node.CPU == nil || *s.Node.CPU.UsageCoreNanoSeconds == 0 || *s.Node.Memory.WorkingSetBytes == 0 || s.Node.StartTime.IsZero() {
 		t.Errorf("node stats %+v", s.Node)

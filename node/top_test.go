@@ -21,6 +21,7 @@ func TestKubectlTop(t *testing.T) {
 	k := newKubectl(t, ns)
 	ctx := context.Background()
 	pods := client.Resource[*corev1.Pod](c, "pods").Namespace(ns)
+	deletePodsAtEnd(t, pods)
 
 	// A pod spinning one shell (about one core, or its 500m limit) beside one that sleeps.
 	spin := limitedPod(ns, "spin", "node-top", `while :; do :; done`, "64Mi")
@@ -89,7 +90,7 @@ func TestKubectlTop(t *testing.T) {
 	// kubectl get shows metrics-server's table.
 	table := k.ok("get", "pods.metrics.k8s.io")
 	t.Logf("kubectl top pods two --containers:\n%s\nkubectl get pods.metrics.k8s.io:\n%s", containers, table)
-	if !regexp.MustCompile(`(?m)^NAME\s+CPU\s+MEMORY\s+WINDOW`).MatchString(table) || !regexp.MustCompile(`(?m)^spin\s+\d+n\s+\d+Ki\s+\d`).MatchString(table) {
+	if !regexp.MustCompile(`(?m)^NAME\s+CPU\s+MEMORY\s+WINDOW`).MatchString(table) || !regexp.MustCompile(`(?m)^spin\s+\d+n\s+\d+(Ki|Mi)?\s+\d`).MatchString(table) {
 		t.Errorf("get pods.metrics.k8s.io:\n%s", table)
 	}
 	if e := k.fails("delete", "pods.metrics.k8s.io", "spin"); !strings.Contains(e, "MethodNotAllowed") && !strings.Contains(e, "not allowed") && !strings.Contains(e, "not supported") {

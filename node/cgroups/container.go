@@ -127,8 +127,8 @@ func (c *Container) OOMKilled() bool {
 	default:
 		return false
 	}
-	kv, err := readKeyValues(filepath.Join(c.dirs.memory, file))
-	return err == nil && kv["oom_kill"] > 0
+	var r fileReader
+	return r.read(filepath.Join(c.dirs.memory, file)) == nil && r.field("oom_kill") > 0
 }
 
 // Remove kills every process left in the cgroup and removes it. Usage cannot be read

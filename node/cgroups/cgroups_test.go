@@ -60,6 +60,16 @@ func start(t *testing.T, c *Container, script string) *exec.Cmd {
 	return cmd
 }
 
+// hasSleep reports whether one of pids is a sleep process (gone a moment later).
+func hasSleep(pids []int) bool {
+	for _, pid := range pids {
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.TrimSpace(string(b)) == "sleep" {
+			return true
+		}
+	}
+	return false
+}
+
 func readFile(t *testing.T, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -98,11 +108,12 @@ func TestCgroupLifecycle(t *testing.T) {
 		}
 	}
 
-	// Placement: the process and what it starts are in every controller's cgroup.
-	cmd := start(t, c, `sh -c 'while :; do :; done' & while :; do :; done`)
+	// Placement: the process and what it starts (once it is placed: under v1 it joins right
+	// after its start) are in every controller's cgroup.
+	cmd := start(t, c, `sleep 0.1; sh -c 'while :; do :; done' & while :; do :; done`)
 	var inside []int
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if inside = procs(c.dirs.memory); len(inside) >= 2 {
+		if inside = procs(c.dirs.memory); len(inside) >= 2 && !hasSleep(inside) {
 			break
 		}
 	}
@@ -212,16 +223,22 @@ func TestFallback(t *testing.T) {
 		t.Errorf("settings not recorded: %+v", c.Settings())
 	}
 	cmd := start(t, c, `sh -c 'while :; do :; done' & while :; do :; done`)
-	time.Sleep(300 * time.Millisecond)
-	snap := m.Snapshot()
-	u, err := snap.Container(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Two spinning processes: more CPU than one could have used, and more memory than 1Mi,
-	// which is not enforced.
-	if u.CPU < uint64(50*time.Millisecond) || u.WorkingSet < 1<<20 {
-		t.Errorf("usage %+v", u)
+	// The spinning processes' CPU time shows (in 10 ms ticks, on a machine that may be busy),
+	// and more memory than 1Mi, which is not enforced.
+	var snap *Snapshot
+	var u Usage
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		snap = m.Snapshot()
+		var err error
+		if u, err = snap.Container(c); err != nil {
+			t.Fatal(err)
+		}
+		if u.CPU >= uint64(50*time.Millisecond) && u.WorkingSet >= 1<<20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("usage %+v", u)
+		}
 	}
 	if p, err := snap.Pod(pod.UID, []*Container{c}); err != nil || p.CPU != u.CPU {
 		t.Errorf("pod usage %+v %v", p, err)

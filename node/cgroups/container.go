@@ -68,9 +68,20 @@ func (c *Container) Join(pid int) error {
 	if c.m.kind == None || inside {
 		return nil
 	}
-	for _, d := range c.dirs.dirs() {
+	dirs := c.dirs.dirs()
+	for _, d := range dirs {
 		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
 			return fmt.Errorf("moving process %d into cgroup %s: %w", pid, d, err)
+		}
+	}
+	// Each hierarchy is joined on its own: a process forked between two of the writes is in
+	// the first ones only. Move what the first holds into the others too. (What was forked
+	// before the first write stays outside; its process group is still killed at the end.)
+	for _, other := range procs(dirs[0]) {
+		if other != pid {
+			for _, d := range dirs[1:] {
+				_ = os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(other)), 0)
+			}
 		}
 	}
 	return nil

@@ -93,8 +93,8 @@ func (a *Agent) startContainer(ctx context.Context, w *podWorker, pod *corev1.Po
 	err = cmd.Start()
 	release()
 	if err == nil {
-		// cgroup v1: moved in right after the start. TODO(lead): join on the starting thread
-		// instead (cgroups.JoinSelf(cg.ProcsFiles()) before exec), leaving no window outside.
+		// cgroup v1: moved in right after the start. TODO(lead): with node/mountns, start it
+		// with mountns.Hooks from cg.ThreadHooks() instead: it is then born in its cgroup.
 		err = joinCgroup(cmd, cg)
 	}
 	// The child has its own copies of the pipes' write ends; ours must close for the copier

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -203,6 +204,73 @@ func TestOOMKilled(t *testing.T) {
 		t.Error("OOMKilled = false after the OOM killer ran")
 	}
 	if err := c.Remove(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestThreadHooks: under cgroup v1, a process forked from a thread the hooks moved into the
+// container's cgroup is born there; the thread goes back where it was.
+func TestThreadHooks(t *testing.T) {
+	m := machineManager(t)
+	if m.kind != V1 {
+		t.Skipf("the thread hooks act under cgroup v1 only; this machine uses %s", m.kind)
+	}
+	pod, ctr := testPod("hooks", resources("", "", "64Mi"))
+	c, err := m.Create(pod, ctr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = m.RemovePod(pod.UID) }()
+	home, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, after := c.ThreadHooks()
+	type result struct {
+		cmd      *exec.Cmd
+		err      error
+		threadAt string
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := before(); err != nil {
+			done <- result{err: err}
+			return
+		}
+		cmd := exec.Command("sleep", "30")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		err := cmd.Start()
+		after()
+		b, _ := os.ReadFile("/proc/thread-self/cgroup")
+		done <- result{cmd: cmd, err: err, threadAt: string(b)}
+	}()
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	defer func() { _ = r.cmd.Process.Kill(); _ = r.cmd.Wait() }()
+	if r.threadAt != string(home) {
+		t.Errorf("thread after the start is in\n%s\nwant\n%s", r.threadAt, home)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", r.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "/kplane/" + filepath.Base(filepath.Dir(filepath.Dir(c.dirs.memory))) + "/pod" + string(pod.UID) + "/main"
+	for _, ctrl := range []string{":memory:", ":cpu:", ":cpuacct:"} {
+		found := false
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, ctrl) && strings.HasSuffix(line, want) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("process %s not in ...%s:\n%s", ctrl, want, b)
+		}
+	}
+	if err := c.Join(r.cmd.Process.Pid); err != nil {
 		t.Fatal(err)
 	}
 }

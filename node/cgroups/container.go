@@ -87,29 +87,48 @@ func (c *Container) Join(pid int) error {
 	return nil
 }
 
-// ProcsFiles are the cgroup.procs files a process writes "0" into to join this cgroup
-// itself (see JoinSelf); none where it needs no joining.
-func (c *Container) ProcsFiles() []string {
+// ThreadHooks are for a caller that forks the run's process from a locked OS thread (as
+// node/mountns does, with its Hooks): before moves that thread, and only it, into the
+// container's cgroup, so that the process is born there, with no moment outside it; after
+// moves the thread back where it was. Join then has nothing left to move. Under cgroup v2
+// (StartInside starts the process inside) and kind None both do nothing.
+func (c *Container) ThreadHooks() (before func() error, after func()) {
 	if c.m.kind != V1 {
+		return func() error { return nil }, func() {}
+	}
+	var home []string // the thread's cgroup directories before the move
+	before = func() error {
+		tid := strconv.Itoa(unix.Gettid())
+		own, err := ownCgroups("/proc/thread-self/cgroup")
+		if err != nil {
+			return err
+		}
+		home = home[:0]
+		for _, ctrl := range []string{"memory", "cpu", "cpuacct"} {
+			if mt, ok := c.m.v1[ctrl]; ok {
+				if d := mt.dir(own[ctrl]); !contains(home, d) {
+					home = append(home, d)
+				}
+			}
+		}
+		for _, d := range c.dirs.dirs() {
+			if err := os.WriteFile(filepath.Join(d, "tasks"), []byte(tid), 0); err != nil {
+				after() // nothing is started: the thread goes home
+				return fmt.Errorf("moving the starting thread into cgroup %s: %w", d, err)
+			}
+		}
+		c.mu.Lock()
+		c.inside = true
+		c.mu.Unlock()
 		return nil
 	}
-	var out []string
-	for _, d := range c.dirs.dirs() {
-		out = append(out, filepath.Join(d, "cgroup.procs"))
-	}
-	return out
-}
-
-// JoinSelf moves the calling process into the cgroups whose cgroup.procs files are given:
-// a process about to exec a container's command calls it, so that the command starts in
-// its cgroup with no window outside it.
-func JoinSelf(procsFiles []string) error {
-	for _, f := range procsFiles {
-		if err := os.WriteFile(f, []byte("0"), 0); err != nil {
-			return fmt.Errorf("joining cgroup %s: %w", filepath.Dir(f), err)
+	after = func() {
+		tid := strconv.Itoa(unix.Gettid())
+		for _, d := range home {
+			_ = os.WriteFile(filepath.Join(d, "tasks"), []byte(tid), 0)
 		}
 	}
-	return nil
+	return before, after
 }
 
 // Started is when the run's process started (zero before Join).

@@ -19,7 +19,9 @@
 // memory, cpu and cpuacct controllers are mounted (hybrid machines often mount an empty v2
 // hierarchy beside them, which is ignored); each hierarchy then starts at the agent's own
 // cgroup in that controller, so a node agent confined to a cgroup keeps its containers
-// inside it, and a process joins its cgroup right after it starts (Container.Join).
+// inside it, and a process joins its cgroup right after it starts (Container.Join) or, forked
+// from a locked thread that Container.ThreadHooks moves into the cgroup for the fork, is born
+// there.
 //
 // Where the node may not create cgroups (not root, cgroupfs read-only or missing), or when
 // Config.Disabled forces it, the Manager falls back to accounting from /proc by process

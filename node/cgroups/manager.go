@@ -41,6 +41,8 @@ type Manager struct {
 	why string
 	// node is the node's cgroup in each controller.
 	node layout
+	// v1 are the v1 hierarchies' mounts by controller (kind V1), to find a thread's cgroups.
+	v1 map[string]mount
 	// mu serialises creating and removing pod cgroups, so that a pod's last container
 	// leaving cannot race its next one arriving.
 	mu sync.Mutex
@@ -73,9 +75,9 @@ func New(cfg Config) *Manager {
 	if cfg.Disabled {
 		return &Manager{kind: None, why: "cgroups are turned off for this node"}
 	}
-	kind, node, err := locate(cfg.Node)
+	kind, node, v1, err := locate(cfg.Node)
 	if err == nil {
-		m := &Manager{kind: kind, node: node}
+		m := &Manager{kind: kind, node: node, v1: v1}
 		if err = m.mkdir(node); err == nil {
 			m.removeStale()
 			return m
@@ -104,20 +106,47 @@ type mount struct {
 	options             []string // the super options: the v1 controllers
 }
 
-// locate picks the cgroup version and the node's directories from what the process sees.
-func locate(node string) (Kind, layout, error) {
+// locate picks the cgroup version and the node's directories from what the process sees,
+// and returns the v1 mounts of the controllers used.
+func locate(node string) (Kind, layout, map[string]mount, error) {
 	mounts, err := cgroupMounts("/proc/self/mountinfo")
 	if err != nil {
-		return None, layout{}, err
+		return None, layout{}, nil, err
 	}
 	own, err := ownCgroups("/proc/self/cgroup")
 	if err != nil {
-		return None, layout{}, err
+		return None, layout{}, nil, err
 	}
-	return choose(mounts, own, node, func(dir string) string {
+	kind, l, err := choose(mounts, own, node, func(dir string) string {
 		b, _ := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
 		return string(b)
 	})
+	v1 := map[string]mount{}
+	for _, c := range []string{"memory", "cpu", "cpuacct"} {
+		if mt, ok := v1Mount(mounts, c); ok && kind == V1 {
+			v1[c] = mt
+		}
+	}
+	return kind, l, v1, err
+}
+
+// v1Mount is the v1 mount holding controller.
+func v1Mount(mounts []mount, controller string) (mount, bool) {
+	for _, mt := range mounts {
+		if mt.fstype == "cgroup" && contains(mt.options, controller) {
+			return mt, true
+		}
+	}
+	return mount{}, false
+}
+
+// dir is the directory of the cgroup path (as /proc/<pid>/cgroup names it) in mt.
+func (mt mount) dir(path string) string {
+	rel, ok := strings.CutPrefix(path, mt.root)
+	if !ok {
+		rel = "/"
+	}
+	return filepath.Join(mt.point, rel)
 }
 
 // choose picks v2 when a cgroup2 mount has the cpu and memory controllers, else v1 when
@@ -140,16 +169,9 @@ func choose(mounts []mount, own map[string]string, node string, controllers func
 		controller string
 		dst        *string
 	}{{"memory", &l.memory}, {"cpu", &l.cpu}, {"cpuacct", &l.cpuacct}} {
-		for _, mt := range mounts {
-			if mt.fstype == "cgroup" && contains(mt.options, want.controller) {
-				// The agent's own cgroup, relative to what the mount shows of the hierarchy.
-				rel, ok := strings.CutPrefix(own[want.controller], mt.root)
-				if !ok {
-					rel = "/"
-				}
-				*want.dst = filepath.Join(mt.point, rel, sub)
-				break
-			}
+		if mt, ok := v1Mount(mounts, want.controller); ok {
+			// Below the agent's own cgroup, relative to what the mount shows of the hierarchy.
+			*want.dst = filepath.Join(mt.dir(own[want.controller]), sub)
 		}
 		if *want.dst == "" {
 			return None, layout{}, fmt.Errorf("no cgroup v2 mount with the cpu and memory controllers, and no cgroup v1 %s controller mounted", want.controller)

@@ -79,8 +79,8 @@
 //   - node status beyond Ready (pressure conditions), node shutdown marking pods.
 //   - resources: under cgroup v1 a process joins its cgroup right after it starts, so what it
 //     does before that is outside (the fix: fork it from a thread moved in by
-//     cgroups.Container.ThreadHooks); no QoS tiers
-//     (burstable/besteffort cgroups), no cpuset, hugepages or pids limits, no eviction, no
-//     usageNanoCores in /stats/summary, no network, filesystem or volume stats.
+//     cgroups.Container.ThreadHooks); no QoS tiers (burstable/besteffort cgroups), no cpuset,
+//     hugepages or pids limits, no eviction, no usageNanoCores in /stats/summary, no
+//     network, filesystem or volume stats.
 //   - tests of restart backoff with OnFailure and of the agent's own shutdown.
 package node

@@ -18,8 +18,9 @@ type Used struct {
 }
 
 // usage sums, per node, the pods bound to it that have not finished, and those bound by this
-// scheduler that the cache does not show bound yet. Callers hold s.mu.
-func (s *Scheduler) usage() map[string]*Used {
+// scheduler that the cache does not show bound yet, but for the pod except (the one being
+// placed: it does not take room from itself). Callers hold s.mu.
+func (s *Scheduler) usage(except string) map[string]*Used {
 	out := map[string]*Used{}
 	count := func(node string, p *corev1.Pod) {
 		u := out[node]
@@ -40,6 +41,9 @@ func (s *Scheduler) usage() map[string]*Used {
 		}
 	}
 	for key, node := range s.assumed {
+		if key == except {
+			continue
+		}
 		ns, name, _ := cache.SplitKey(key)
 		p, err := s.pods.Lister().Namespace(ns).Get(name)
 		if err != nil || p.Spec.NodeName != "" {

@@ -170,7 +170,7 @@ func (s *Scheduler) sync(ctx context.Context, key string) error {
 	}
 	nodes := s.nodes.Lister().List(labels.Everything())
 	fit, misfits := Filter(pod, nodes)
-	usage := s.usage()
+	usage := s.usage(key)
 	fit = fitResources(pod, fit, usage, misfits) // fit.go: room for the pod's requests
 	var chosen *corev1.Node
 	if len(fit) > 0 {

@@ -48,6 +48,7 @@ func (s *Server) groupVersions() []schema.GroupVersion {
 	}
 	// authentication.k8s.io has only reviews, which are answered, not stored.
 	out = append(out, authenticationV1)
+	out = append(out, metricsGV) // served without storage (metrics.go)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Group < out[j].Group })
 	return out
 }
@@ -117,6 +118,10 @@ var (
 )
 
 func (s *Server) serveResourceList(w http.ResponseWriter, gv schema.GroupVersion) {
+	if gv == metricsGV {
+		serveMetricsResourceList(w)
+		return
+	}
 	list := metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: gv.String()}
 	for _, r := range s.ordered {
 		info := r.info

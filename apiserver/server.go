@@ -68,11 +68,14 @@ type Server struct {
 	// authn checks bearer tokens; tokens answers TokenRequests (nil: not served).
 	authn  authentication.Union
 	tokens *serviceaccount.Issuer
+	// metrics scrapes the nodes for metrics.k8s.io (metrics.go).
+	metrics *metricsSampler
 }
 
 // New builds the server's resources and stores; Run starts them.
 func New(cfg Config) *Server {
-	s := &Server{cfg: cfg, resources: map[schema.GroupVersionResource]*resource{}, recentlyTerminated: map[string]time.Time{}}
+	s := &Server{cfg: cfg, resources: map[schema.GroupVersionResource]*resource{}, recentlyTerminated: map[string]time.Time{},
+		metrics: newMetricsSampler()}
 	for _, st := range registry.All(cfg.ServiceAllocation) {
 		info := st.Describe()
 		st := st
@@ -228,6 +231,10 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, group string, 
 	}
 	if len(parts) == 0 || len(parts) > 3 {
 		writeError(w, apierrors.NewNotFound(schema.GroupResource{}, r.URL.Path))
+		return
+	}
+	if gv == metricsGV {
+		s.serveMetrics(w, r, req.namespace, parts, watchPath || isTrue(r.URL.Query().Get("watch")))
 		return
 	}
 	res, ok := s.resources[gv.WithResource(parts[0])]

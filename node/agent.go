@@ -1,14 +1,12 @@
 package node
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,10 +15,10 @@ import (
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
+	"github.com/kplane/kplane/node/cgroups"
 	"github.com/kplane/kplane/node/localpath"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -28,9 +26,6 @@ import (
 
 // LeaseNamespace holds the nodes' heartbeat Leases.
 const LeaseNamespace = "kube-node-lease"
-
-// maxPods is the pods capacity the node reports, the kubelet's default.
-const maxPods = 110
 
 // Run connects to the API server named by o and runs the agent until ctx is cancelled.
 func Run(ctx context.Context, o Options) error {
@@ -58,6 +53,8 @@ type Agent struct {
 	port atomic.Int32
 	// clock is the time the pods' lifecycles run on (Options.Clock, or the real one).
 	clock clock.WithTicker
+	// cgroups holds the containers' cgroups (cgroup.go); set by Run.
+	cgroups *cgroups.Manager
 
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
@@ -103,6 +100,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.prepareDirs(); err != nil {
 		return err
 	}
+	a.startCgroups()
+	defer a.cgroups.Close()
 	// Listening comes first: the Node registered next carries the port actually bound.
 	ln, err := a.listen()
 	if err != nil {
@@ -124,6 +123,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 
+	a.reportCgroups(ctx)
 	loops.Go(func() { every(ctx, a.o.RenewInterval, a.renewLease) })
 	loops.Go(func() { a.events.Run(ctx) })
 	loops.Go(func() { every(ctx, a.o.StatusInterval, a.postStatus) })
@@ -223,8 +223,7 @@ func (a *Agent) nodeObject() *corev1.Node {
 // fillStatus sets the status the agent reports: addresses, capacity, node info and a fresh
 // Ready heartbeat (the transition time kept while Ready stays True).
 func (a *Agent) fillStatus(n *corev1.Node) {
-	capacity := a.capacity()
-	n.Status.Capacity, n.Status.Allocatable = capacity, capacity.DeepCopy()
+	n.Status.Capacity, n.Status.Allocatable = machineResources(a.o.DataDir)
 	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: a.name}}
 	n.Status.NodeInfo.OperatingSystem, n.Status.NodeInfo.Architecture = runtime.GOOS, runtime.GOARCH
 	n.Status.NodeInfo.KubeletVersion = "kplane"
@@ -245,16 +244,11 @@ func (a *Agent) fillStatus(n *corev1.Node) {
 	n.Status.Conditions = append(n.Status.Conditions, ready)
 }
 
-// capacity is what the machine has: its CPUs, its memory, and the pods it takes.
-func (a *Agent) capacity() corev1.ResourceList {
-	capacity := corev1.ResourceList{
-		corev1.ResourceCPU:  *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
-		corev1.ResourcePods: *resource.NewQuantity(maxPods, resource.DecimalSI),
-	}
-	if mem := memTotal(); mem > 0 {
-		capacity[corev1.ResourceMemory] = *resource.NewQuantity(mem, resource.BinarySI)
-	}
-	return capacity
+// allocatable is what pods may use of the machine (machineResources): the downward API's
+// value of a limit a container does not set, as the kubelet gives it.
+func (a *Agent) allocatable() corev1.ResourceList {
+	_, allocatable := machineResources(a.o.DataDir)
+	return allocatable
 }
 
 // postStatus refreshes the Node's status (the Ready heartbeat), retrying once on a conflict.
@@ -305,27 +299,6 @@ func (a *Agent) renewLease(ctx context.Context) error {
 	return err
 }
 
-// memTotal is the machine's memory in bytes from /proc/meminfo, 0 if unknown.
-func memTotal() int64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		fields := strings.Fields(s.Text())
-		if len(fields) >= 2 && fields[0] == "MemTotal:" {
-			kb, err := strconv.ParseInt(fields[1], 10, 64)
-			if err != nil {
-				return 0
-			}
-			return kb * 1024
-		}
-	}
-	return 0
-}
-
 // podChanged hands the pod's latest state to its worker, starting one for a pod not seen yet.
 // Pods already finished are not run again; a finished or never-run pod being deleted is
 // deleted at once.
@@ -349,6 +322,9 @@ func (a *Agent) podChanged(ctx context.Context, p *corev1.Pod) {
 	a.workers[p.UID] = w
 	a.wg.Go(func() {
 		w.run(ctx)
+		if err := a.cgroups.RemovePod(p.UID); err != nil {
+			slog.Error("removing pod cgroup", "pod", p.Namespace+"/"+p.Name, "err", err)
+		}
 		a.mu.Lock()
 		delete(a.workers, p.UID)
 		a.mu.Unlock()

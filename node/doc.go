@@ -51,9 +51,29 @@
 // why, and never runs without its files.
 // Exec probes run in the container's namespace too.
 //
+// Each container run gets its own cgroup, kplane/<node>/pod<uid>/<container>, before its
+// process starts (node/cgroups, cgroup.go): cgroup v2 where the machine offers it (the process
+// is born inside), else v1 (the process joins right after it starts). limits.memory is the
+// memory limit (an OOM kill there ends the run with reason OOMKilled, exit code 137),
+// limits.cpu the CFS quota, requests.cpu the CPU shares (weight); the pod's cgroup carries the
+// pod's totals. The run's cgroup is removed when it exits, after whatever is left in it is
+// killed, and the pod's when the pod is done. Where the node may not create cgroups (or
+// Options.DisableCgroups), usage is read from /proc by process group and limits are not
+// enforced: a log line and a CgroupsUnavailable Warning event on the Node say so.
+//
+// The Node reports the machine's CPUs, memory, the data dir's filesystem
+// (ephemeral-storage) and 110 pods as capacity, and as allocatable the same less the
+// kubelet's default hard eviction thresholds (100Mi of memory, 10% of the filesystem; no
+// kube-reserved or system-reserved) (capacity.go).
+//
 // The agent serves HTTP on --address:--port (0: a free port, reported in the Node's
 // status.daemonEndpoints): GET /containerLogs/<ns>/<pod>/<container>, which the apiserver's
-// pods/log proxies to, with follow, previous, tailLines and limitBytes.
+// pods/log proxies to, with follow, previous, tailLines and limitBytes; GET /stats/summary,
+// the kubelet's stats API (k8s.io/kubelet/pkg/apis/stats/v1alpha1: the node's, each running
+// pod's and container's cumulative CPU and memory), and GET /metrics/resource, the kubelet's
+// resource metrics in the Prometheus text format (node_, pod_ and container_cpu_usage_seconds_total
+// and _memory_working_set_bytes, container_start_time_seconds, scrape_error), which the
+// apiserver's metrics.k8s.io reads (stats.go).
 //
 // A container's environment is built as the kubelet's (env.go): envFrom (ConfigMaps, Secrets,
 // with prefix), then env in order (value with $(VAR) references to variables defined before
@@ -78,5 +98,10 @@
 //   - events: Created/Pulled; the involved object has no fieldPath
 //     (spec.containers{name}), the source host is the machine's hostname, not the node name.
 //   - node status beyond Ready (pressure conditions), node shutdown marking pods.
+//   - resources: under cgroup v1 a process joins its cgroup right after it starts, so what it
+//     does before that is outside (the fix: fork it from a thread moved in by
+//     cgroups.Container.ThreadHooks); no QoS tiers (burstable/besteffort cgroups), no cpuset,
+//     hugepages or pids limits, no eviction, no usageNanoCores in /stats/summary, no
+//     network, filesystem or volume stats.
 //   - tests of restart backoff with OnFailure and of the agent's own shutdown.
 package node

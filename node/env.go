@@ -67,7 +67,7 @@ func (s apiObjects) services(ctx context.Context, ns string) ([]*corev1.Service,
 func (a *Agent) containerEnv(ctx context.Context, pod *corev1.Pod, podIP string, spec corev1.Container, dir string) (env, argv []string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, envTimeout)
 	defer cancel()
-	vars, err := resolveEnv(ctx, apiObjects{a.c}, pod, podIP, spec, a.capacity())
+	vars, err := resolveEnv(ctx, apiObjects{a.c}, pod, podIP, spec, a.allocatable())
 	if err != nil {
 		return nil, nil, &configError{err}
 	}

@@ -34,13 +34,17 @@ func newClient(t *testing.T) *client.Client {
 	return c
 }
 
-// startAgent runs an agent named after the test with short timings until the test ends.
-func startAgent(t *testing.T, c *client.Client, name, cidr string) *Agent {
+// startAgent runs an agent named after the test with short timings until the test ends;
+// change adjusts its options.
+func startAgent(t *testing.T, c *client.Client, name, cidr string, change ...func(*Options)) *Agent {
 	t.Helper()
 	o := DefaultOptions()
 	o.HostnameOverride, o.DataDir, o.PodCIDR, o.Port = name, t.TempDir(), cidr, 0
 	o.RenewInterval, o.StatusInterval, o.BackoffBase, o.BackoffMax = 100*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond, 200*time.Millisecond
 	o.SyncFrequency = 200 * time.Millisecond
+	for _, f := range change {
+		f(&o)
+	}
 	a, err := New(c, o)
 	if err != nil {
 		t.Fatal(err)

@@ -44,6 +44,9 @@ type Options struct {
 	ShutdownGrace time.Duration
 	// Clock is the time pods' restarts, probes and status run on; nil is the real clock.
 	Clock clock.WithTicker
+	// DisableCgroups runs containers without cgroups, as on a machine where they cannot be
+	// created: usage is accounted from /proc and limits are not enforced (node/cgroups).
+	DisableCgroups bool
 }
 
 // DefaultPodCIDR is the default pod range: loopback, so binding needs no setup.

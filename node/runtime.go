@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kplane/kplane/node/cgroups"
 	"github.com/kplane/kplane/node/mountns"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
@@ -34,6 +36,8 @@ type containerRun struct {
 	namespaced bool
 	root       string
 	logs       *logCopier
+	// cg is the run's cgroup (cgroup.go), removed when the run ends.
+	cg *cgroups.Container
 }
 
 // startContainer starts a run of spec: command+args ("kplane" as the first word is this
@@ -73,6 +77,17 @@ func (a *Agent) startContainer(ctx context.Context, w *podWorker, pod *corev1.Po
 	if err != nil {
 		return nil, err
 	}
+	// The run's cgroup, with the container's limits, exists before its process does.
+	cg, err := a.cgroups.Create(pod, &spec)
+	if err != nil {
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started {
+			_ = cg.Remove()
+		}
+	}()
 	// Each run gets a fresh LogFile; the last run's output is kept for `kubectl logs --previous`.
 	logPath := filepath.Join(cdir, LogFile)
 	prevPath := filepath.Join(cdir, PreviousLogFile)
@@ -86,7 +101,14 @@ func (a *Agent) startContainer(ctx context.Context, w *podWorker, pod *corev1.Po
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir, cmd.Stdout, cmd.Stderr, cmd.Env = dir, stdout, stderr, env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	proc, root, err := mountns.Start(cmd, mounts, a.scratchDir(), mountns.Hooks{})
+	// The process is born in its cgroup: under v2 through clone3, under v1 forked from a
+	// thread that is in the cgroup for that moment.
+	release := cg.StartInside(cmd.SysProcAttr)
+	proc, root, err := mountns.Start(cmd, mounts, a.scratchDir(), cgroupHooks(cg))
+	release()
+	if err == nil {
+		err = cg.Join(cmd.Process.Pid) // records the process; it is inside already
+	}
 	// The child has its own copies of the pipes' write ends; ours must close for the copier
 	// to see the end of the output.
 	stdout.Close()
@@ -103,8 +125,9 @@ func (a *Agent) startContainer(ctx context.Context, w *podWorker, pod *corev1.Po
 		return nil, err
 	}
 	logs.start()
+	started = true
 	return &containerRun{name: spec.Name, run: s.run, spec: spec, env: env, dir: dir, cmd: cmd, proc: proc,
-		namespaced: len(mounts) > 0, root: root, logs: logs}, nil
+		namespaced: len(mounts) > 0, root: root, logs: logs, cg: cg}, nil
 }
 
 // mounts lists where the container sees the pod's volumes: each volumeMount's volume (or
@@ -175,8 +198,8 @@ func envLookup(env []string) func(string) (string, bool) {
 }
 
 // startProcess starts cmd in the run's environment, as exec and exec probes need: its
-// environment and working directory unless cmd sets them, its own process group, and the
-// run's mount namespace. Wait for it with the returned Process, never cmd.Wait.
+// environment and working directory unless cmd sets them, its own process group, the run's
+// mount namespace and cgroup. Wait for it with the returned Process, never cmd.Wait.
 func (r *containerRun) startProcess(cmd *exec.Cmd) (*mountns.Process, error) {
 	if cmd.Env == nil {
 		cmd.Env = r.env
@@ -188,26 +211,37 @@ func (r *containerRun) startProcess(cmd *exec.Cmd) (*mountns.Process, error) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Setpgid, cmd.SysProcAttr.Pdeathsig = true, syscall.SIGKILL
+	release := r.cg.StartInside(cmd.SysProcAttr)
+	defer release()
+	hooks := cgroupHooks(r.cg)
 	if r.namespaced {
-		return mountns.Enter(cmd, r.cmd.Process.Pid, r.root, mountns.Hooks{})
+		return mountns.Enter(cmd, r.cmd.Process.Pid, r.root, hooks)
 	}
-	p, _, err := mountns.Start(cmd, nil, "", mountns.Hooks{})
+	p, _, err := mountns.Start(cmd, nil, "", hooks)
 	return p, err
 }
 
-// wait waits for the run's process to exit, kills what it left behind in its process group,
-// lets the copier write the last output, and returns the exit code (128+n for a signal)
-// and a reason overriding Completed/Error ("" for none).
+// wait waits for the run's process to exit, kills what it left behind in its process group
+// and its cgroup, removes the cgroup, lets the copier write the last output, and returns the
+// exit code (128+n for a signal) and a reason overriding Completed/Error ("" for none;
+// OOMKilled when the memory limit was hit).
 func (r *containerRun) wait() (int32, string) {
 	_ = r.proc.Wait()
 	killGroup(r.cmd.Process.Pid, syscall.SIGKILL)
+	reason := ""
+	if r.cg.OOMKilled() {
+		reason = "OOMKilled"
+	}
+	if err := r.cg.Remove(); err != nil {
+		slog.Error("removing container cgroup", "container", r.name, "err", err)
+	}
 	r.logs.finish()
 	ps := r.cmd.ProcessState
 	code := int32(ps.ExitCode())
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		code = 128 + int32(ws.Signal())
 	}
-	return code, ""
+	return code, reason
 }
 
 // signal sends sig to the run's whole process group.

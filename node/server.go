@@ -48,6 +48,8 @@ func (a *Agent) serve(ctx context.Context, ln net.Listener) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", a.serveLogs)
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}", a.serveLogs)
+	mux.HandleFunc("GET /stats/summary", a.serveSummary)
+	mux.Handle("GET /metrics/resource", a.resourceMetricsHandler())
 	srv := &http.Server{
 		Handler:           mux,
 		BaseContext:       func(net.Listener) context.Context { return ctx },

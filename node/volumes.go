@@ -321,7 +321,7 @@ func (w *podWorker) downwardAPIFiles(pod *corev1.Pod, items []corev1.DownwardAPI
 				value, err = podField(pod, w.ip, it.FieldRef.FieldPath)
 			}
 		case it.ResourceFieldRef != nil:
-			value, err = containerResource(pod, it.ResourceFieldRef, nil, w.a.capacity())
+			value, err = containerResource(pod, it.ResourceFieldRef, nil, w.a.allocatable())
 		default:
 			err = fmt.Errorf("item %s has neither fieldRef nor resourceFieldRef", it.Path)
 		}

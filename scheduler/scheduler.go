@@ -1,9 +1,11 @@
 // Package scheduler binds pods that name no node to a ready, schedulable node that their
-// nodeSelector, required node affinity, tolerations and volumes allow, spreading them by the
-// number of pods each node runs. Pods that fit nowhere get the PodScheduled=False condition
-// (reason Unschedulable) and a FailedScheduling Warning event, and are tried again when nodes
-// or volumes change and, with growing delays, on their own. A pod that names its node already
-// is not this scheduler's, even if that node does not exist: it stays Pending until the pod
+// nodeSelector, required node affinity, tolerations and volumes allow and whose allocatable
+// resources, less the requests of the pods already there, hold the pod's requests (fit.go,
+// kube-scheduler's NodeResourcesFit), spreading them by the number of pods each node runs.
+// Pods that fit nowhere get the PodScheduled=False condition (reason Unschedulable) and a
+// FailedScheduling Warning event, and are tried again when nodes, volumes or the room on
+// nodes change and, with growing delays, on their own. A pod that names its node already is
+// not this scheduler's, even if that node does not exist: it stays Pending until the pod
 // garbage collector removes it.
 //
 // Volumes (volumes.go) follow Kubernetes' VolumeBinding plugin: a pod waits while a claim it
@@ -29,6 +31,7 @@ import (
 	"github.com/kplane/kplane/workqueue"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -132,6 +135,9 @@ func (s *Scheduler) onPod(pod *corev1.Pod, deleted bool) {
 		delete(s.waiting, key)
 		delete(s.binding, key)
 		s.mu.Unlock()
+		if pod.Spec.NodeName != "" && (deleted || terminal(pod)) {
+			s.retryWaiting() // its requests are free again
+		}
 		return
 	}
 	s.queue.Add(key)
@@ -141,7 +147,8 @@ func (s *Scheduler) onPod(pod *corev1.Pod, deleted bool) {
 // that change nothing of that kind are ignored.
 func (s *Scheduler) onNodeUpdate(old, cur *corev1.Node) {
 	if NodeReady(old) != NodeReady(cur) || old.Spec.Unschedulable != cur.Spec.Unschedulable ||
-		!labels.Equals(old.Labels, cur.Labels) || !taintsEqual(old.Spec.Taints, cur.Spec.Taints) {
+		!labels.Equals(old.Labels, cur.Labels) || !taintsEqual(old.Spec.Taints, cur.Spec.Taints) ||
+		!equality.Semantic.DeepEqual(old.Status.Allocatable, cur.Status.Allocatable) {
 		s.retryWaiting()
 	}
 }
@@ -184,30 +191,6 @@ func (s *Scheduler) Run(ctx context.Context, workers int) {
 		Handlers: s.handlers}.Run(ctx)
 }
 
-// podsOn counts the pods on each node: those the cache shows bound and not terminated, plus
-// those bound by this scheduler that the cache does not show bound yet, and those waiting
-// there for their claims. Callers hold s.mu.
-func (s *Scheduler) podsOn() map[string]int {
-	counts := map[string]int{}
-	for _, p := range s.pods.Lister().List(labels.Everything()) {
-		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		counts[p.Spec.NodeName]++
-	}
-	for _, placed := range []map[string]string{s.assumed, s.binding} {
-		for key, node := range placed {
-			ns, name, _ := cache.SplitKey(key)
-			p, err := s.pods.Lister().Namespace(ns).Get(name)
-			if err != nil || p.Spec.NodeName != "" {
-				continue // gone, or counted above
-			}
-			counts[node]++
-		}
-	}
-	return counts
-}
-
 // sync places one pod: it binds it to the best node, or records why it fits nowhere and
 // retries it later.
 func (s *Scheduler) sync(ctx context.Context, key string) error {
@@ -231,11 +214,17 @@ func (s *Scheduler) sync(ctx context.Context, key string) error {
 		return s.unschedulable(ctx, key, pod, fmt.Sprintf("0/%d nodes are available: %s.", len(nodes), why))
 	}
 	fit, misfits := Filter(pod, nodes)
+	usage := s.usage(key)
+	fit = fitResources(pod, fit, usage, misfits) // fit.go: room for the pod's requests
 	fit, plans := s.filterVolumes(claims, fit, nodes, misfits)
 	var chosen *corev1.Node
 	if len(fit) > 0 {
-		counts := s.podsOn()
-		chosen = Choose(fit, func(n string) int { return counts[n] })
+		chosen = Choose(fit, func(n string) int {
+			if u := usage[n]; u != nil {
+				return u.Pods
+			}
+			return 0
+		})
 		delete(s.waiting, key)
 		if plan := plans[chosen.Name]; len(plan.bind)+len(plan.provision) > 0 {
 			// The claims come first; the pod is bound once they are (a later sync).

@@ -12,6 +12,7 @@ import (
 	"github.com/kplane/kplane/scheduler"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -36,16 +37,22 @@ func newClient(t *testing.T) *client.Client {
 	return c
 }
 
-// createNode creates a node and then sets its Ready condition through the status subresource.
+// createNode creates a node and then sets its Ready condition and allocatable resources
+// (plenty, unless n gives its own) through the status subresource.
 func createNode(t *testing.T, c *client.Client, n *corev1.Node, ready corev1.ConditionStatus) {
 	t.Helper()
 	ctx := context.Background()
 	nodes := client.Resource[*corev1.Node](c, "nodes")
+	allocatable := n.Status.Allocatable
+	if allocatable == nil {
+		allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("110")}
+	}
 	got, err := nodes.Create(ctx, n)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}
+	got.Status.Allocatable = allocatable
 	if _, err := nodes.UpdateStatus(ctx, got); err != nil {
 		t.Fatal(err)
 	}

@@ -86,14 +86,16 @@ func (a *Agent) contentRoot() string { return filepath.Join(a.o.DataDir, "tmpfs"
 // (node/mountns); on the host it stays empty.
 func (a *Agent) scratchDir() string { return filepath.Join(a.o.DataDir, "mountns") }
 
-// prepareDirs makes the agent's directories and mounts the tmpfs of contentRoot.
+// prepareDirs makes the agent's directories and mounts the tmpfs of contentRoot, after
+// unmounting what an agent that was killed left mounted under the data dir.
 func (a *Agent) prepareDirs() error {
+	a.unmountAll()
 	for _, d := range []string{a.contentRoot(), a.scratchDir()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return err
 		}
 	}
-	if !mountns.Privileged() || isMountPoint(a.contentRoot()) {
+	if !mountns.Privileged() {
 		return nil
 	}
 	if err := unix.Mount("tmpfs", a.contentRoot(), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=700"); err != nil {

@@ -42,8 +42,16 @@ func startRole(t *testing.T, args ...string) *roleProcess {
 		close(p.exited)
 	}()
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.exited
+		// Stopped as an operator would, so that it removes what it made (the node agent's
+		// tmpfs mounts); a role the test froze is woken for that.
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		select {
+		case <-p.exited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-p.exited
+		}
 		if t.Failed() {
 			t.Logf("kplane %s output:\n%s", args[0], p.out.String())
 		}

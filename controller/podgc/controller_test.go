@@ -182,11 +182,14 @@ func TestCollect(t *testing.T) {
 		}
 		time.Sleep(1100 * time.Millisecond) // distinct creation timestamps (seconds)
 	}
+	// The orphan is the oldest: the collector marks it Failed before deleting it, and a pass
+	// that sees it Failed in between counts it among the terminated pods, where being the
+	// oldest it is the one to go, as it is anyway.
+	mk("orphan", "no-such-node-"+ns, corev1.PodRunning)
 	mk("done-1", nodeName, corev1.PodSucceeded)
 	mk("done-2", nodeName, corev1.PodFailed)
 	mk("done-3", nodeName, corev1.PodSucceeded)
 	mk("running", nodeName, corev1.PodRunning)
-	mk("orphan", "no-such-node-"+ns, corev1.PodRunning)
 
 	start(t, controller.Config{TerminatedPodGCThreshold: 2, PodGCPeriod: 50 * time.Millisecond, PodGCQuarantine: 300 * time.Millisecond})
 	left := func() []string {

@@ -81,9 +81,9 @@ spec:
 `
 
 // TestUpPods runs `kplane up` and checks what a pod gets from its node with real kubectl:
-// ConfigMap and Secret files at their mount paths, updated in place; a claim provisioned by
-// the local-path class whose data outlives the pod that wrote it and goes with the claim;
-// kubectl running in-cluster with the pod's own identity.
+// ConfigMap and Secret files at their mount paths, updated in place; kubectl running
+// in-cluster with the pod's own identity; kubectl top; a claim provisioned by the local-path
+// class whose data outlives the pod that wrote it and goes with the claim.
 func TestUpPods(t *testing.T) {
 	dir := t.TempDir()
 	startRole(t, "up", "--secure-port", "0", "--data-dir", dir)
@@ -108,6 +108,15 @@ func TestUpPods(t *testing.T) {
 
 	k.okIn(inCluster, "apply", "-f", "-")
 	until(t, "kubectl in a pod listing pods", logs("in-cluster", "pod/reader"))
+
+	// Resource usage, from the node through metrics.k8s.io, with nothing else installed.
+	until(t, "kubectl top", func() error {
+		nodes, pods := k.run("", "top", "nodes"), k.run("", "top", "pods")
+		if nodes.err != nil || pods.err != nil || !strings.Contains(nodes.stdout, "CPU(cores)") || !strings.Contains(pods.stdout, "reader") {
+			return fmt.Errorf("%s\n%s", nodes, pods)
+		}
+		return nil
+	})
 
 	// The claim waits for its first consumer, then is provisioned on the node.
 	k.okIn(claim+"---"+claimPod("writer", "echo persisted > /data/file"), "apply", "-f", "-")

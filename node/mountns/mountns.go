@@ -6,10 +6,12 @@
 //
 // A mount path that does not exist on the host is made without creating anything on the
 // host: the deepest directory on the path that does exist is covered, in the namespace only,
-// by a tmpfs holding bind mounts of everything the directory held, and the missing
-// directories are created in that tmpfs. When that directory is the root itself, the
-// process gets a root of its own instead (a tmpfs with the host's top-level entries bound
-// into it) and runs chrooted there.
+// by an overlay of itself whose upper layer is in a scratch tmpfs (what is mounted under it
+// bound in again), and the missing directories are created in that overlay; what the process
+// writes there stays in its namespace, as in a container's own file system. When that
+// directory is the root itself, the process gets a root of its own instead (an overlay of
+// the host's root) and runs chrooted there. Where the kernel refuses the overlay, a tmpfs
+// holding bind mounts of everything the directory held stands in for it.
 //
 // The thread that forks a process stays with it until it exits (it waits for it): Linux
 // sends the parent-death signal when the forking thread ends, not the process, and a thread
@@ -104,6 +106,13 @@ func Start(cmd *exec.Cmd, mounts []Mount, work string, h Hooks) (*Process, strin
 		root = b.root
 		if root != "" {
 			cmd.SysProcAttr.Chroot = root
+			if cmd.Dir == "" { // the same directory, seen from the new root
+				wd, err := os.Getwd()
+				if err != nil {
+					return nil, err
+				}
+				cmd.Dir = wd
+			}
 		}
 		return nil, nil
 	})
@@ -362,30 +371,127 @@ func (b *builder) resolve(path string) (string, []string, error) {
 	return cur, nil, nil
 }
 
-// shadow covers the directory dir (in the process's view) with a tmpfs that holds bind
-// mounts of all it held, so that directories can be added to it without touching the host.
+// shadow covers the directory dir (in the process's view) with an overlay whose lower layer
+// is dir itself and whose upper layer is in the scratch tmpfs, so that directories can be
+// added to it (and what the process writes there stays in its namespace) without touching
+// the host. Where the kernel refuses the overlay, a tmpfs holding bind mounts of all dir held
+// does the same (fill), with more mounts.
 func (b *builder) shadow(dir string) error {
 	b.shadows++
-	stage := filepath.Join(b.work, fmt.Sprintf("shadow%d", b.shadows))
-	if err := b.fill(stage, b.host(dir)); err != nil {
-		return fmt.Errorf("covering %s: %w", dir, err)
-	}
-	if err := unix.Mount(stage, b.host(dir), "", unix.MS_MOVE, ""); err != nil {
-		return fmt.Errorf("covering %s: %w", dir, err)
+	if err := b.overlay(b.host(dir)); err != nil {
+		stage := filepath.Join(b.work, fmt.Sprintf("shadow%d", b.shadows))
+		if err := b.fill(stage, b.host(dir)); err != nil {
+			return fmt.Errorf("covering %s: %w", dir, err)
+		}
+		if err := unix.Mount(stage, b.host(dir), "", unix.MS_MOVE, ""); err != nil {
+			return fmt.Errorf("covering %s: %w", dir, err)
+		}
 	}
 	b.made = append(b.made, dir)
 	return nil
 }
 
-// ownRoot gives the process a root of its own holding the host's top-level entries.
+// ownRoot gives the process a root of its own: an overlay of the host's root (or a tmpfs
+// holding its top-level entries).
 func (b *builder) ownRoot() error {
 	root := filepath.Join(b.work, "root")
-	if err := b.fill(root, "/"); err != nil {
-		return fmt.Errorf("a root for the container: %w", err)
+	if err := os.Mkdir(root, 0o755); err != nil {
+		return err
+	}
+	if err := b.overlayAt(root, "/"); err != nil {
+		if err := b.fill(root, "/"); err != nil {
+			return fmt.Errorf("a root for the container: %w", err)
+		}
 	}
 	// What was mounted before is under the host's root, and so under the new one too.
 	b.root, b.made = root, append(b.made, "/")
 	return nil
+}
+
+// overlay covers dir with an overlay of itself (see shadow).
+func (b *builder) overlay(dir string) error { return b.overlayAt(dir, dir) }
+
+// overlayAt mounts at an overlay whose lower layer is lower and whose upper layer is a new
+// directory in the scratch tmpfs, then binds into it what is mounted under lower (an overlay
+// shows only the lower file system itself), from lower as it was before the overlay covered it.
+func (b *builder) overlayAt(at, lower string) error {
+	base := filepath.Join(b.work, fmt.Sprintf("overlay%d", b.shadows))
+	upper, wd := filepath.Join(base, "upper"), filepath.Join(base, "work")
+	fi, err := os.Stat(lower)
+	if err != nil {
+		return err
+	}
+	for _, d := range []string{upper, wd} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := os.Chmod(upper, fi.Mode().Perm()); err != nil { // the root of the overlay
+		return err
+	}
+	subs := b.submounts(lower)
+	// The lower directory as it is now: the submounts are reached through it once the overlay
+	// covers it.
+	orig, err := os.Open(lower)
+	if err != nil {
+		return err
+	}
+	defer orig.Close()
+	opts := "lowerdir=" + escapeOverlay(lower) + ",upperdir=" + escapeOverlay(upper) + ",workdir=" + escapeOverlay(wd)
+	if err := unix.Mount("overlay", at, "overlay", 0, opts); err != nil {
+		return fmt.Errorf("overlay: %w", err)
+	}
+	via := fmt.Sprintf("/proc/thread-self/fd/%d", orig.Fd())
+	for _, sub := range subs {
+		rel := strings.TrimPrefix(sub, strings.TrimSuffix(lower, "/"))
+		if err := unix.Mount(via+rel, filepath.Join(at, rel), "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			_ = unix.Unmount(at, unix.MNT_DETACH)
+			return fmt.Errorf("bind mount of %s into the overlay: %w", sub, err)
+		}
+	}
+	return nil
+}
+
+// submounts lists the mount points under dir in this namespace that are not under another
+// one of them (binding those recursively brings the rest), but for the scratch space.
+func (b *builder) submounts(dir string) []string {
+	data, err := os.ReadFile("/proc/thread-self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	prefix := strings.TrimSuffix(dir, "/") + "/"
+	var all []string
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 5 {
+			continue
+		}
+		p := unescapeMountinfo(fields[4])
+		if strings.HasPrefix(p, prefix) && p != dir && p != b.work && !strings.HasPrefix(p, b.work+"/") {
+			all = append(all, p)
+		}
+	}
+	slices.Sort(all)
+	var top []string
+	for _, p := range all {
+		if len(top) == 0 || (p != top[len(top)-1] && !strings.HasPrefix(p, top[len(top)-1]+"/")) {
+			top = append(top, p)
+		}
+	}
+	return top
+}
+
+// unescapeMountinfo undoes mountinfo's octal escapes of spaces, tabs, newlines, backslashes.
+func unescapeMountinfo(p string) string {
+	if !strings.Contains(p, `\`) {
+		return p
+	}
+	return strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`).Replace(p)
+}
+
+// escapeOverlay escapes what overlay's mount options give a meaning to in a path.
+func escapeOverlay(p string) string {
+	return strings.NewReplacer(`\`, `\\`, ",", `\,`, ":", `\:`).Replace(p)
 }
 
 // fill mounts a tmpfs at at (a new directory on the host, in the work directory) with the

@@ -43,6 +43,8 @@ type Options struct {
 	Cache              storage.CacheOptions
 	// EtcdNoFsync skips fsync in the embedded etcd (tests and benchmarks only).
 	EtcdNoFsync bool
+	// Profiling serves /debug/pprof (kube-apiserver's --profiling, on by default).
+	Profiling bool
 }
 
 // DefaultServiceAccountIssuer is the issuer of service-account tokens unless
@@ -59,6 +61,7 @@ func DefaultOptions() Options {
 		ServiceNodePortRange:  "30000-32767",
 		ServiceAccountIssuers: []string{DefaultServiceAccountIssuer},
 		CompactionInterval:    5 * time.Minute,
+		Profiling:             true,
 	}
 }
 
@@ -191,6 +194,7 @@ func Start(ctx context.Context, o Options) (*Instance, error) {
 		StaticTokens:      tokens,
 		ServiceAccounts:   serviceAccounts,
 		ExternalAddress:   net.JoinHostPort(host, strconv.Itoa(port)),
+		Profiling:         o.Profiling,
 	})
 	if !secure {
 		caPEM = nil // the kubeconfig's server is http://

@@ -41,6 +41,9 @@ type Config struct {
 	// ExternalAddress is host:port clients use to reach this server (discovery and the
 	// kubernetes service's endpoints).
 	ExternalAddress string
+	// Profiling serves Go's profiles at /debug/pprof (kube-apiserver's --profiling), to
+	// authenticated clients.
+	Profiling bool
 }
 
 // resource is one served resource: its definition and its store.
@@ -183,6 +186,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveAPIGroupList(w)
 	case strings.HasPrefix(path, "/openapi/"):
 		s.serveOpenAPI(w, r, path)
+	case s.cfg.Profiling && strings.HasPrefix(r.URL.Path, "/debug/pprof"):
+		servePprof(w, r)
 	case strings.HasPrefix(path, "/api/"):
 		s.serveAPI(w, r, "", strings.Split(strings.TrimPrefix(path, "/api/"), "/"))
 	case strings.HasPrefix(path, "/apis/"):

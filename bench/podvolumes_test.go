@@ -31,7 +31,7 @@ func BenchmarkPodVolumes(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		lat := podStartup(b, up.c, func(i int) *corev1.Pod {
+		lat := podStartup(b, up, func(i int) *corev1.Pod {
 			name := fmt.Sprint("p-", i)
 			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
 				Spec: corev1.PodSpec{

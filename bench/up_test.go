@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"net/url"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -37,7 +38,7 @@ func runUpBench(b *testing.B) {
 	b.StopTimer()
 	up := startUp(b)
 	measureEchoServe(b, up.c, up.kubeconfig, up.log)
-	lat := podStartup(b, up.c, func(i int) *corev1.Pod {
+	lat := podStartup(b, up, func(i int) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("p-", i)},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "sleep", Command: []string{"sleep", "3600"}}}}}
 	})
@@ -102,8 +103,9 @@ func startUp(b *testing.B) *upProcess {
 
 // podStartup creates upPods pods made by pod (named p-<i>) in default all at once and
 // returns, sorted, the times from each one's create to its Ready condition; the benchmark's
-// timer runs during that.
-func podStartup(b *testing.B, c *client.Client, pod func(i int) *corev1.Pod) []time.Duration {
+// timer runs during that. It reports the CPU time `up` spent per pod meanwhile.
+func podStartup(b *testing.B, up *upProcess, pod func(i int) *corev1.Pod) []time.Duration {
+	c := up.c
 	ctx, cancel := context.WithCancel(context.Background())
 	f := cache.NewFactory(c, "default")
 	pods := cache.For[*corev1.Pod](f, "pods")
@@ -137,6 +139,25 @@ func podStartup(b *testing.B, c *client.Client, pod func(i int) *corev1.Pod) []t
 
 	created := make([]time.Time, upPods)
 	api := client.Resource[*corev1.Pod](c, "pods").Namespace("default")
+	cpuBefore := cpuTime(up.cmd.Process.Pid)
+	// KPLANE_BENCH_CPUPROFILE=file: a CPU profile of `up` (its apiserver's /debug/pprof, the
+	// whole process) over the first two seconds of the burst.
+	profiled := make(chan struct{})
+	if path := os.Getenv("KPLANE_BENCH_CPUPROFILE"); path != "" {
+		go func() {
+			defer close(profiled)
+			prof, err := c.Raw(context.Background(), "GET", "/debug/pprof/profile", url.Values{"seconds": {"2"}}, nil)
+			if err == nil {
+				err = os.WriteFile(path, prof, 0o644)
+			}
+			if err != nil {
+				b.Errorf("CPU profile: %v", err)
+			}
+		}()
+	} else {
+		close(profiled)
+	}
+	defer func() { <-profiled }()
 	b.StartTimer()
 	parallel(b, upPods, func(i int) error {
 		created[i] = time.Now()
@@ -152,6 +173,7 @@ func podStartup(b *testing.B, c *client.Client, pod func(i int) *corev1.Pod) []t
 		b.Fatalf("only %d of %d pods ready after 2 minutes", n, upPods)
 	}
 	b.StopTimer()
+	b.ReportMetric(float64((cpuTime(up.cmd.Process.Pid)-cpuBefore).Microseconds())/1000/upPods, "up-CPU-ms/pod")
 	var lat []time.Duration
 	mu.Lock()
 	for i := range upPods {

@@ -35,6 +35,7 @@ func addAPIServerFlags(f *pflag.FlagSet, o *apiserver.Options) {
 	f.StringVar(&o.ServiceClusterIPRange, "service-cluster-ip-range", o.ServiceClusterIPRange, "CIDR services get ClusterIPs from (a 127.0.0.0/8 range makes them reachable on one machine without setup)")
 	f.StringVar(&o.ServiceNodePortRange, "service-node-port-range", o.ServiceNodePortRange, "port range NodePort services get ports from")
 	f.StringVar(&o.TokenAuthFile, "token-auth-file", "", "CSV file of bearer tokens: token,user,uid[,\"groups\"]")
+	f.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve Go's profiles at /debug/pprof (to authenticated clients)")
 	f.StringArrayVar(&o.ServiceAccountIssuers, "service-account-issuer", o.ServiceAccountIssuers, "issuer (\"iss\") of service-account tokens; repeat it to also accept tokens of other issuers (the first one signs)")
 	f.StringArrayVar(&o.ServiceAccountKeyFiles, "service-account-key-file", nil, "PEM file of keys that verify service-account tokens, besides the signing key (repeatable)")
 	f.StringVar(&o.ServiceAccountSigningKeyFile, "service-account-signing-key-file", "", "PEM private key (RSA or ECDSA) service-account tokens are signed with; default: sa.key in the data dir, made on first start")

@@ -74,6 +74,9 @@ type Scheduler struct {
 	waiting map[string]int
 	// binding holds the pods placed on a node (the value) whose claims are being bound there.
 	binding map[string]string
+	// binds are the Binding writes in flight: a pod's binding goes on while the next pod is
+	// placed (kube-scheduler's binding cycle), so placing is not paced by the API's writes.
+	binds sync.WaitGroup
 }
 
 // New builds a scheduler on the pods and nodes informers of f and registers its event
@@ -186,6 +189,7 @@ func (s *Scheduler) Run(ctx context.Context, workers int) {
 	var recorder sync.WaitGroup
 	defer recorder.Wait()
 	recorder.Go(func() { s.events.Run(ctx) })
+	defer s.binds.Wait()
 	controller.Workers{Name: Name, Queue: s.queue, Count: workers, Sync: s.sync,
 		Synced:   []func() bool{s.pods.HasSynced, s.nodes.HasSynced, s.claims.HasSynced, s.volumes.HasSynced, s.classes.HasSynced},
 		Handlers: s.handlers}.Run(ctx)
@@ -240,28 +244,34 @@ func (s *Scheduler) sync(ctx context.Context, key string) error {
 	if chosen == nil {
 		return s.unschedulable(ctx, key, pod, UnschedulableMessage(len(nodes), misfits))
 	}
+	s.binds.Go(func() { s.bind(ctx, key, pod, chosen.Name) })
+	return nil
+}
+
+// bind writes pod's Binding to node; on a failure the pod is placed again later.
+func (s *Scheduler) bind(ctx context.Context, key string, pod *corev1.Pod, node string) {
 	binding := &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},
-		Target:     corev1.ObjectReference{Kind: "Node", Name: chosen.Name},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: node},
 	}
-	err = client.Resource[*corev1.Pod](s.client, "pods").Namespace(ns).CreateSubresource(ctx, name, "binding", binding, nil)
-	if err != nil {
-		s.mu.Lock()
-		delete(s.assumed, key)
-		s.mu.Unlock()
-		if client.IsNotFound(err) {
-			return nil // deleted meanwhile
-		}
-		if client.IsConflict(err) {
-			// Bound by someone else, being deleted, or recreated under the same name: the
-			// pod's next event decides.
-			slog.Debug("binding conflict", "pod", key, "err", err)
-			return nil
-		}
-		return fmt.Errorf("binding pod %s to node %s: %w", key, chosen.Name, err)
+	err := client.Resource[*corev1.Pod](s.client, "pods").Namespace(pod.Namespace).CreateSubresource(ctx, pod.Name, "binding", binding, nil)
+	if err == nil {
+		slog.Debug("bound pod", "pod", key, "node", node)
+		return
 	}
-	slog.Debug("bound pod", "pod", key, "node", chosen.Name)
-	return nil
+	s.mu.Lock()
+	delete(s.assumed, key)
+	s.mu.Unlock()
+	switch {
+	case client.IsNotFound(err): // deleted meanwhile
+	case client.IsConflict(err):
+		// Bound by someone else, being deleted, or recreated under the same name: the pod's
+		// next event decides.
+		slog.Debug("binding conflict", "pod", key, "err", err)
+	case ctx.Err() == nil:
+		slog.Error("binding pod", "pod", key, "node", node, "err", err)
+		s.queue.AddRateLimited(key)
+	}
 }
 
 // unschedulable writes the PodScheduled=False condition when it differs from the pod's, and

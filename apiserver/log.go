@@ -31,7 +31,8 @@ var nodeClient = &http.Client{
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 }
 
-// isCorePods reports whether info is the core pods resource, the one with pods/log.
+// isCorePods reports whether info is the core pods resource, the one with pods/log, exec,
+// attach and portforward.
 func isCorePods(info *registry.Info) bool {
 	return info.GroupVersion.Group == "" && info.Resource == "pods"
 }
@@ -56,7 +57,7 @@ func (s *Server) serveLog(w http.ResponseWriter, r *http.Request, req request) {
 		return
 	}
 	pod := obj.(*corev1.Pod)
-	container, err := logContainer(pod, q.Get("container"))
+	container, err := subresourceContainer(pod, q.Get("container"))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -167,9 +168,9 @@ func logParams(q url.Values, name string) (url.Values, error) {
 	return out, nil
 }
 
-// logContainer picks the container whose log is asked for: the one named, or the pod's only
-// container when none is named.
-func logContainer(pod *corev1.Pod, name string) (string, error) {
+// subresourceContainer picks the container a subresource (log, exec, attach) is asked for: the
+// one named, or the pod's only container when none is named.
+func subresourceContainer(pod *corev1.Pod, name string) (string, error) {
 	var names []string
 	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for _, c := range cs {

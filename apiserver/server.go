@@ -57,6 +57,8 @@ type Server struct {
 	// watch cache may not have seen the deletion yet.
 	terminatingMu      sync.Mutex
 	recentlyTerminated map[string]time.Time
+	// streams are the connections of exec, attach and port-forward sessions (stream.go).
+	streams streamConns
 }
 
 // New builds the server's resources and stores; Run starts them.
@@ -88,6 +90,7 @@ func (s *Server) Run(ctx context.Context) error {
 	// Whatever ends Run (ctx, or a failure to start) ends the watch caches too.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	defer s.streams.closeAll()
 	var wg sync.WaitGroup
 	for _, r := range s.ordered {
 		wg.Add(1)
@@ -329,6 +332,8 @@ func (s *Server) serveSubresource(w http.ResponseWriter, r *http.Request, req re
 		s.createBinding(w, r, req.namespace, req.name)
 	case req.subresource == "log" && isCorePods(info):
 		s.serveLog(w, r, req)
+	case isStreamSubresource(req.subresource) && isCorePods(info):
+		s.serveStream(w, r, req)
 	default:
 		writeError(w, apierrors.NewNotFound(schema.GroupResource{Group: gr.Group, Resource: gr.Resource + "/" + req.subresource}, req.name))
 	}

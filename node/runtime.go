@@ -26,14 +26,19 @@ type containerRun struct {
 	dir  string
 	cmd  *exec.Cmd
 	logs *logCopier
+	// sessions are the run's stdin, output and exec'd processes as exec and attach use them
+	// (sessions.go).
+	sessions *runSessions
 }
 
 // startContainer starts a run of spec: command+args ("kplane" as the first word is this
 // binary) with $(VAR) expanded, the environment of containerEnv (env, envFrom,
 // POD_IP/POD_NAME/POD_NAMESPACE, the agent's PATH), the container's directory as working
 // directory (spec.workingDir inside it), stdout and stderr copied into LogFile with a time
-// per line, in its own process group with SIGKILL as parent-death signal. An error that is
-// a *configError means nothing could be tried (a missing ConfigMap, an unsupported field).
+// per line, in its own process group with SIGKILL as parent-death signal (stdin: a pipe the
+// agent keeps for attach; tty: a pseudo-terminal for all three, see newRunSessions). An
+// error that is a *configError means nothing could be tried (a missing ConfigMap, an
+// unsupported field).
 func (a *Agent) startContainer(ctx context.Context, w *podWorker, pod *corev1.Pod, spec corev1.Container, s startAction) (*containerRun, error) {
 	if s.index < len(pod.Spec.InitContainers) && spec.RestartPolicy != nil && *spec.RestartPolicy == corev1.ContainerRestartPolicyAlways {
 		// A sidecar would never complete and hold the pod in Pending without a word; say so.
@@ -74,19 +79,26 @@ func (a *Agent) startContainer(ctx context.Context, w *podWorker, pod *corev1.Po
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir, cmd.Stdout, cmd.Stderr, cmd.Env = dir, stdout, stderr, env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	err = cmd.Start()
+	sessions, err := newRunSessions(spec, cmd, logs)
+	if err == nil {
+		err = cmd.Start()
+		sessions.started()
+	}
 	// The child has its own copies of the pipes' write ends; ours must close for the copier
 	// to see the end of the output.
 	stdout.Close()
 	stderr.Close()
 	if err != nil {
+		if sessions != nil {
+			sessions.abandon()
+		}
 		logs.abandon()
 		// Nothing ran: give back the last run's log, so --previous still shows it.
 		_ = os.Rename(prevPath, logPath)
 		return nil, err
 	}
 	logs.start()
-	return &containerRun{name: spec.Name, run: s.run, spec: spec, env: env, dir: dir, cmd: cmd, logs: logs}, nil
+	return &containerRun{name: spec.Name, run: s.run, spec: spec, env: env, dir: dir, cmd: cmd, logs: logs, sessions: sessions}, nil
 }
 
 // wait waits for the run's process to exit, kills what it left behind in its process group,
@@ -95,13 +107,10 @@ func (a *Agent) startContainer(ctx context.Context, w *podWorker, pod *corev1.Po
 func (r *containerRun) wait() (int32, string) {
 	_ = r.cmd.Wait()
 	killGroup(r.cmd.Process.Pid, syscall.SIGKILL)
+	r.sessions.exited()
 	r.logs.finish()
-	ps := r.cmd.ProcessState
-	code := int32(ps.ExitCode())
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		code = 128 + int32(ws.Signal())
-	}
-	return code, ""
+	r.sessions.outputDone()
+	return exitCodeOf(r.cmd.ProcessState), ""
 }
 
 // signal sends sig to the run's whole process group.
@@ -118,6 +127,8 @@ type logCopier struct {
 	copies sync.WaitGroup
 	// readers are the pipes' read ends, closed by finish.
 	readers [2]*os.File
+	// attached, when set, gets what is read as it is read (attach sessions, sessions.go).
+	attached *fanout
 }
 
 // maxLogLine is the longest piece of a line written as one record; longer lines are split
@@ -191,7 +202,7 @@ func (l *logCopier) finish() {
 }
 
 func (l *logCopier) copy(r io.Reader, stream string) {
-	br := bufio.NewReaderSize(r, maxLogLine)
+	br := bufio.NewReaderSize(l.attached.tee(r, stream), maxLogLine)
 	for {
 		line, err := br.ReadSlice('\n')
 		switch {

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -48,6 +49,8 @@ func (a *Agent) serve(ctx context.Context, ln net.Listener) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", a.serveLogs)
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}", a.serveLogs)
+	var sessions sync.WaitGroup
+	a.handleStreaming(ctx, mux, &sessions)
 	srv := &http.Server{
 		Handler:           mux,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
@@ -67,6 +70,7 @@ func (a *Agent) serve(ctx context.Context, ln net.Listener) {
 		_ = srv.Close()
 	}
 	<-done
+	sessions.Wait()
 }
 
 // logRequest is a parsed /containerLogs request.

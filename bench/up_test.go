@@ -30,8 +30,18 @@ func BenchmarkUp(b *testing.B) {
 	}
 }
 
-func runUpBench(b *testing.B) {
-	b.StopTimer()
+// upProcess is `kplane up` running as a process.
+type upProcess struct {
+	cmd        *exec.Cmd
+	kubeconfig string
+	client     *client.Client
+	// ready is the time from exec until the API answered and the node was Ready.
+	ready time.Duration
+}
+
+// startUp starts `kplane up` on a new data dir and waits until the API answers and the node
+// is Ready.
+func startUp(b *testing.B) *upProcess {
 	dir := b.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	cmd := exec.Command(kplaneBinary(b), "up", "--secure-port", "0", "--data-dir", dir)
@@ -42,21 +52,33 @@ func runUpBench(b *testing.B) {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
-	var c *client.Client
+	up := &upProcess{cmd: cmd, kubeconfig: kubeconfig}
 	for {
 		if time.Since(began) > time.Minute {
+			up.stop()
 			b.Fatalf("kplane up not ready after a minute (log: %s)", logs.Name())
 		}
-		if c == nil {
-			c, _ = client.FromKubeconfig(kubeconfig, -1, 0)
+		if up.client == nil {
+			up.client, _ = client.FromKubeconfig(kubeconfig, -1, 0)
 		}
-		if c != nil && nodeReady(c) {
-			break
+		if up.client != nil && nodeReady(up.client) {
+			up.ready = time.Since(began)
+			return up
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	ready := time.Since(began)
+}
+
+func (u *upProcess) stop() {
+	_ = u.cmd.Process.Signal(syscall.SIGTERM)
+	_ = u.cmd.Wait()
+}
+
+func runUpBench(b *testing.B) {
+	b.StopTimer()
+	up := startUp(b)
+	defer up.stop()
+	cmd, c, ready := up.cmd, up.client, up.ready
 	time.Sleep(time.Second)
 	idle := rssMB(cmd.Process.Pid)
 

@@ -176,7 +176,7 @@ func serveTunnel(w http.ResponseWriter, r *http.Request, serve http.HandlerFunc)
 
 // tunnelWriter is the http.ResponseWriter an SPDY server sees for a tunnel.
 type tunnelWriter struct {
-	conn   net.Conn
+	conn   *wsConn
 	header http.Header
 }
 
@@ -188,7 +188,8 @@ func (t *tunnelWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (t *tunnelWriter) WriteHeader(int)             {}
 
 func (t *tunnelWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	return t.conn, bufio.NewReadWriter(bufio.NewReader(t.conn), bufio.NewWriter(t.conn)), nil
+	frames := newSPDYFrames(t.conn, t.conn.writeMessage) // a frame per message
+	return frames, bufio.NewReadWriter(bufio.NewReader(t.conn), bufio.NewWriter(frames)), nil
 }
 
 // wsConn is a WebSocket connection as a byte stream: what is written goes as one binary
@@ -229,12 +230,23 @@ func (c *wsConn) Read(p []byte) (int, error) {
 }
 
 func (c *wsConn) Write(p []byte) (int, error) {
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
-	if err := c.ws.WriteMessage(websocket.BinaryMessage, p); err != nil {
+	if err := c.writeMessage(p, nil); err != nil {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// writeMessage sends head and rest as one binary message.
+func (c *wsConn) writeMessage(head, rest []byte) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	w, err := c.ws.NextWriter(websocket.BinaryMessage)
+	if err != nil {
+		return err
+	}
+	_, err1 := w.Write(head)
+	_, err2 := w.Write(rest)
+	return errors.Join(err1, err2, w.Close())
 }
 
 // Close says goodbye (a normal closure) and closes the connection.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -186,7 +187,8 @@ func (s *runSessions) stdinDetached() {
 
 // fanout hands the container's output, as the log copier reads it (partial lines too, so a
 // prompt shows), to the attached clients. A client that does not keep up slows the container's
-// output down, as a terminal would; one that is gone is dropped.
+// output down, as a terminal would; one that takes nothing for attachStallLimit is dropped, so
+// that no client can hold the container (or the report of its exit) up for longer.
 type fanout struct {
 	mu      sync.Mutex
 	clients map[*attachClient]struct{}
@@ -235,11 +237,26 @@ func (w fanoutWriter) Write(p []byte) (int, error) {
 	for _, c := range clients {
 		select {
 		case c.chunks <- chunk:
+			continue
 		case <-c.gone:
+			continue
+		default:
 		}
+		stalled := time.NewTimer(attachStallLimit)
+		select {
+		case c.chunks <- chunk:
+		case <-c.gone:
+		case <-stalled.C:
+			w.f.detach(c)
+		}
+		stalled.Stop()
 	}
 	return len(p), nil
 }
+
+// attachStallLimit is how long an attached client may take no output while the container
+// writes before it is dropped.
+const attachStallLimit = 5 * time.Second
 
 // attach adds a client that receives the output from now on; errRunEnded once it is over.
 func (f *fanout) attach(stdout, stderr io.Writer) (*attachClient, error) {
@@ -281,10 +298,12 @@ func (f *fanout) close() {
 }
 
 // pump writes the output to the client until it is over (nil), the client cannot be written
-// to (nil too: it went away, there is no one to tell), or ctx ends.
+// to or was dropped (nil too: there is no one to tell), or ctx ends.
 func (c *attachClient) pump(ctx context.Context) error {
 	for {
 		select {
+		case <-c.gone:
+			return nil
 		case chunk := <-c.chunks:
 			if !c.write(chunk) {
 				return nil

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +18,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
+	"k8s.io/streaming/pkg/httpstream"
+	"k8s.io/streaming/pkg/httpstream/spdy"
 	"k8s.io/streaming/pkg/httpstream/wsstream"
 	utilexec "k8s.io/utils/exec"
 )
@@ -269,17 +272,20 @@ func readTerminalSizes(ctx context.Context, r io.Reader, sizes chan<- remotecomm
 // closedWith closes the connection h hijacks when ctx ends (the agent stops), so that no
 // streaming session outlives the agent. Not sooner: the protocols close their connections
 // themselves once the client has read the end of the session. sessions counts the running h.
+// An SPDY connection's writes go out a frame at a time (spdyFrames).
 func closedWith(ctx context.Context, sessions *sync.WaitGroup, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		sessions.Add(1)
 		defer sessions.Done()
-		h(hijackClosed{ResponseWriter: w, ctx: ctx}, r)
+		isSPDY := strings.EqualFold(r.Header.Get(httpstream.HeaderUpgrade), spdy.HeaderSpdy31)
+		h(hijackClosed{ResponseWriter: w, ctx: ctx, spdy: isSPDY}, r)
 	}
 }
 
 type hijackClosed struct {
 	http.ResponseWriter
-	ctx context.Context
+	ctx  context.Context
+	spdy bool
 }
 
 func (w hijackClosed) Hijack() (net.Conn, *bufio.ReadWriter, error) {
@@ -295,7 +301,11 @@ func (w hijackClosed) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		ahead, _ := rw.Reader.Peek(n)
 		in = io.MultiReader(bytes.NewReader(bytes.Clone(ahead)), c)
 	}
-	return c, bufio.NewReadWriter(bufio.NewReader(in), bufio.NewWriter(c)), nil
+	rw = bufio.NewReadWriter(bufio.NewReader(in), bufio.NewWriter(c))
+	if w.spdy {
+		return newSPDYFrames(c, writeBuffers(conn)), rw, nil
+	}
+	return c, rw, nil
 }
 
 func (w hijackClosed) Unwrap() http.ResponseWriter { return w.ResponseWriter }

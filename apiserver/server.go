@@ -1,6 +1,7 @@
 // Package apiserver serves the Kubernetes API over HTTP from the resources in registry, stored in
 // etcd through storage: discovery, OpenAPI, the REST verbs, watch streams, tables and errors as
-// metav1.Status.
+// metav1.Status. The pods' log, exec, attach and portforward subresources are passed on to the
+// node agent running the pod (log.go, stream.go).
 package apiserver
 
 import (

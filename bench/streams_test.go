@@ -13,6 +13,8 @@ import (
 	"os/exec"
 	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -181,7 +183,8 @@ func BenchmarkExec(b *testing.B) {
 // hops a forwarded connection takes — to kubectl, to the apiserver, to the agent — without
 // anything else): each op moves one 64 MB block over each path in turn (the order reversed
 // in odd ops), on connections kept open, after a warm-up block per path; it reports each
-// path's MB/s and the medians of the per-op ratios forwarded/direct and relays/direct.
+// path's MB/s, the medians of the per-op ratios forwarded/direct and relays/direct, and the
+// CPU time `kplane up` (apiserver and agent) spent per GB forwarded.
 func BenchmarkPortForward(b *testing.B) {
 	s := startStreamBench(b)
 	for _, proto := range []string{"websocket", "spdy"} {
@@ -225,6 +228,7 @@ func BenchmarkPortForward(b *testing.B) {
 					}
 					total := make([]time.Duration, len(conns))
 					ratios := make([][]float64, len(conns))
+					var kplaneCPU time.Duration // while forwarding
 					b.ResetTimer()
 					for op := range b.N {
 						spent := make([]time.Duration, len(conns))
@@ -233,13 +237,18 @@ func BenchmarkPortForward(b *testing.B) {
 							if op%2 == 1 {
 								i = len(conns) - 1 - k
 							}
+							cpu := cpuTime(s.up.cmd.Process.Pid)
 							spent[i] = moveBlock(b, conns[i], dir)
 							total[i] += spent[i]
+							if paths[i].name == "forwarded" {
+								kplaneCPU += cpuTime(s.up.cmd.Process.Pid) - cpu
+							}
 						}
 						for i := range conns {
 							ratios[i] = append(ratios[i], spent[0].Seconds()/spent[i].Seconds())
 						}
 					}
+					b.ReportMetric(kplaneCPU.Seconds()/(float64(b.N)*streamBulk/1e9), "kplane-CPU-s/GB")
 					for i, p := range paths {
 						b.ReportMetric(float64(b.N)*streamBulk/1e6/total[i].Seconds(), p.name+"-MB/s")
 						if i > 0 {
@@ -252,6 +261,22 @@ func BenchmarkPortForward(b *testing.B) {
 			}
 		})
 	}
+}
+
+// cpuTime is the CPU time (user and system) process pid has used.
+func cpuTime(pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command (which may hold spaces) start after its ')'.
+	fields := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	if len(fields) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / 100 // clock ticks: USER_HZ is 100 on Linux
 }
 
 // relays starts n relays in a row in front of addr, each copying both ways between a

@@ -33,7 +33,24 @@
 //
 // The agent serves HTTP on --address:--port (0: a free port, reported in the Node's
 // status.daemonEndpoints): GET /containerLogs/<ns>/<pod>/<container>, which the apiserver's
-// pods/log proxies to, with follow, previous, tailLines and limitBytes.
+// pods/log proxies to, with follow, previous, tailLines and limitBytes; and the kubelet's
+// streaming endpoints /exec/<ns>/<pod>/<container>, /attach/<ns>/<pod>/<container> and
+// /portForward/<ns>/<pod> (streaming.go), which pods/exec, pods/attach and pods/portforward
+// pass through to, upgraded connection and all. Like a v1.36 kubelet, they speak what kubectl
+// asks for first, WebSocket (v5.channel.k8s.io; port-forward: SPDY tunnelled through
+// WebSocket), and SPDY/3.1, its fallback: SPDY with k8s.io/cri-streaming's server side, v5
+// with k8s.io/streaming's wsstream. An exec'd process starts through containerRun.startProcess
+// (process.go): command looked up in the container's PATH, the container's env (plus
+// TERM=xterm on a terminal) and working directory, a process group of its own (a session on
+// a pseudo-terminal with -t, resized as the client asks); what it leaves in its group is
+// killed when it exits, and all of it when the container's process exits or the agent stops.
+// A program that does not exist exits 127, one that cannot be executed 126, as in a shell. A
+// container with stdin: true gets a stdin pipe the agent keeps for attach (stdinOnce: closed
+// when the first attach session that wrote it ends); tty: true runs it on a pseudo-terminal,
+// logged as stdout; attached clients get the output as it is read (sessions.go). Port-forward
+// connects to the pod IP, never 127.0.0.1 (which could be another pod's or the host's port):
+// a program that listens on 127.0.0.1 only is not reachable. A connection that fails is
+// reported on its error stream and the session goes on (kubectl itself then ends it).
 //
 // A container's environment is built as the kubelet's (env.go): envFrom (ConfigMaps, Secrets,
 // with prefix), then env in order (value with $(VAR) references to variables defined before
@@ -54,6 +71,8 @@
 //   - sidecars (init containers with restartPolicy Always: such a container stays Waiting
 //     with CreateContainerConfigError saying so, and the pod Pending), ephemeral containers.
 //   - The node's HTTP endpoint is plain and unauthenticated.
+//   - exec'd processes run in the container's env and directory but not yet in its mount
+//     namespace or cgroup (startProcess is where they will enter them).
 //   - events: Created/Pulled; the involved object has no fieldPath
 //     (spec.containers{name}), the source host is the machine's hostname, not the node name.
 //   - node status beyond Ready (pressure conditions), node shutdown marking pods.

@@ -72,8 +72,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.HostnameOverride, "hostname-override", o.HostnameOverride, "name of the Node (default: the hostname)")
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "directory for pods' working directories and logs")
 	fs.StringVar(&o.PodCIDR, "pod-cidr", o.PodCIDR, "range pod IPs are taken from, one per pod (the default is loopback, so binding needs no setup)")
-	fs.StringVar(&o.Address, "address", o.Address, "IP address the agent serves HTTP (container logs) on")
-	fs.IntVar(&o.Port, "port", o.Port, "port the agent serves HTTP (container logs) on; 0 picks a free port")
+	fs.StringVar(&o.Address, "address", o.Address, "IP address the agent serves HTTP (container logs, exec, attach, port-forward) on")
+	fs.IntVar(&o.Port, "port", o.Port, "port the agent serves HTTP (container logs, exec, attach, port-forward) on; 0 picks a free port")
 	fs.DurationVar(&o.RenewInterval, "node-lease-renew-interval", o.RenewInterval, "how often the node's Lease is renewed")
 	fs.DurationVar(&o.StatusInterval, "node-status-update-frequency", o.StatusInterval, "how often the node posts its status")
 }

@@ -110,9 +110,16 @@ func (p *podPorts) forget(c net.Conn) {
 // dialTimeout bounds the connection to the pod's port.
 const dialTimeout = 10 * time.Second
 
-// PortForward copies between stream and a new connection to the pod's port until the pod's
-// side ends. The client's end of its side is passed on as a half-close, so that a request
-// followed by the end of the request is answered.
+// halfCloseGrace is how long a forwarded connection stays open once one side has ended its
+// half, for the other side to finish, as socat's -t and containerd's port-forward allow.
+const halfCloseGrace = time.Second
+
+// PortForward copies between stream and a new connection to the pod's port. When one side
+// ends its half, the end is passed on (a half-close) and the other side has halfCloseGrace to
+// finish; then both are closed. Not waiting for ever matters: kubectl ends its half and stops
+// reading when its local connection fails, without a reset the agent could see, and a pod that
+// keeps writing (a download the client gave up) would otherwise be forwarded for as long as
+// the session lasts.
 func (p *podPorts) PortForward(ctx context.Context, _, _ string, port int32, stream io.ReadWriteCloser) error {
 	d := net.Dialer{Timeout: dialTimeout}
 	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(p.ip, strconv.Itoa(int(port))))
@@ -124,14 +131,26 @@ func (p *podPorts) PortForward(ctx context.Context, _, _ string, port int32, str
 		return errors.New("the session has ended")
 	}
 	defer p.forget(conn)
-	// Not waited for: it ends when the client closes or resets its side, or when conn is
-	// closed on return.
+	ended := make(chan struct{}, 2)
 	go func() {
 		_, _ = io.Copy(conn, stream)
 		_ = conn.(*net.TCPConn).CloseWrite()
+		ended <- struct{}{}
 	}()
-	if _, err := io.Copy(stream, conn); err != nil && !errors.Is(err, net.ErrClosed) {
-		return err
+	go func() {
+		_, _ = io.Copy(stream, conn)
+		_ = stream.Close() // our half of the stream; the client reads its end
+		ended <- struct{}{}
+	}()
+	<-ended
+	select {
+	case <-ended:
+	case <-time.After(halfCloseGrace):
+		// Closing conn (on return) ends a copy from the pod; a reset ends a read of the
+		// client's half. A copy blocked on a client that does not read ends with the session.
+		if r, ok := stream.(interface{ Reset() error }); ok {
+			_ = r.Reset()
+		}
 	}
 	return nil
 }

@@ -48,6 +48,7 @@ func serveTestHTTP() {
 		for n > 0 {
 			m, err := w.Write(chunk[:min(n, len(chunk))])
 			if err != nil {
+				fmt.Println("the client went away") // to the pod's log
 				return
 			}
 			n -= m
@@ -519,6 +520,7 @@ func TestKubectlPortForward(t *testing.T) {
 	}
 	readyPod(t, pods, "web")
 
+	goneBefore := 0
 	for _, proto := range protocols {
 		t.Run(proto.name, func(t *testing.T) {
 			k := k
@@ -535,6 +537,21 @@ func TestKubectlPortForward(t *testing.T) {
 					t.Errorf("%s: %d bytes, want %d", target.name, len(got), n)
 				}
 			}
+			// A download given up: the pod's side ends too (it would write for minutes).
+			addr, _, _ := k.forwarding(proto.env, "pod/web", "8080")
+			resp, err := http.Get(fmt.Sprintf("http://%s/bytes?n=%d", addr, 1<<40))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.CopyN(io.Discard, resp.Body, 1<<20); err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			eventually(t, "the pod to see the client go", func() (bool, string) {
+				logs, _, _ := k.run("logs", "web")
+				return strings.Count(logs, "the client went away") == goneBefore+1, logs
+			})
+			goneBefore++
 			// Nothing listens on the port: the connection's error reaches kubectl, which ends its
 			// session on it (client-go's choice since v1.23; the session itself survives, see
 			// TestPortForwardSessionSurvivesAClosedPort).

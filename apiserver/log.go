@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -68,13 +69,12 @@ func (s *Server) serveLog(w http.ResponseWriter, r *http.Request, req request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	nodeObj, err := s.resources[nodesGVR].store.Get(r.Context(), "", pod.Spec.NodeName)
+	agent, err := s.nodeAgent(r.Context(), pod.Spec.NodeName)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	host, port := nodeEndpoint(nodeObj.(*corev1.Node))
-	loc := url.URL{Scheme: "http", Host: net.JoinHostPort(host, strconv.Itoa(port)),
+	loc := url.URL{Scheme: "http", Host: agent,
 		Path: "/containerLogs/" + url.PathEscape(pod.Namespace) + "/" + url.PathEscape(pod.Name) + "/" + url.PathEscape(container), RawQuery: params.Encode()}
 	out, err := http.NewRequestWithContext(r.Context(), http.MethodGet, loc.String(), nil)
 	if err != nil {
@@ -189,6 +189,16 @@ func subresourceContainer(pod *corev1.Pod, name string) (string, error) {
 		return "", apierrors.NewBadRequest(fmt.Sprintf("a container name must be specified for pod %s", pod.Name))
 	}
 	return "", apierrors.NewBadRequest(fmt.Sprintf("a container name must be specified for pod %s, choose one of: %v", pod.Name, names))
+}
+
+// nodeAgent is the host:port of the agent of the node name (nodeEndpoint).
+func (s *Server) nodeAgent(ctx context.Context, name string) (string, error) {
+	obj, err := s.resources[nodesGVR].store.Get(ctx, "", name)
+	if err != nil {
+		return "", err
+	}
+	host, port := nodeEndpoint(obj.(*corev1.Node))
+	return net.JoinHostPort(host, strconv.Itoa(port)), nil
 }
 
 // nodeEndpoint is where a node agent serves: its InternalIP (else its first address, else its

@@ -69,13 +69,12 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, req request
 		writeError(w, apierrors.NewBadRequest(fmt.Sprintf("pod %s does not have a host assigned", pod.Name)))
 		return
 	}
-	nodeObj, err := s.resources[nodesGVR].store.Get(r.Context(), "", pod.Spec.NodeName)
+	agent, err := s.nodeAgent(r.Context(), pod.Spec.NodeName)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	host, port := nodeEndpoint(nodeObj.(*corev1.Node))
-	loc := &url.URL{Scheme: "http", Host: net.JoinHostPort(host, strconv.Itoa(port)), Path: path, RawQuery: params.Encode()}
+	loc := &url.URL{Scheme: "http", Host: agent, Path: path, RawQuery: params.Encode()}
 	s.proxyUpgrade(w, r, loc)
 }
 

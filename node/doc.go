@@ -50,7 +50,9 @@
 // logged as stdout; attached clients get the output as it is read (sessions.go). Port-forward
 // connects to the pod IP, never 127.0.0.1 (which could be another pod's or the host's port):
 // a program that listens on 127.0.0.1 only is not reachable. A connection that fails is
-// reported on its error stream and the session goes on (kubectl itself then ends it).
+// reported on its error stream and the session goes on (kubectl itself then ends it); once
+// one side of a forwarded connection has ended, the other has a second to finish (as socat's
+// -t), then both are closed.
 //
 // A container's environment is built as the kubelet's (env.go): envFrom (ConfigMaps, Secrets,
 // with prefix), then env in order (value with $(VAR) references to variables defined before

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -123,22 +124,8 @@ func TestSessionStatus(t *testing.T) {
 			Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Message: "failed: boom"}}}}},
 	}
 	for _, tc := range cases {
-		got := sessionStatus(tc.err, "failed")
-		if got.Status != tc.want.Status || got.Reason != tc.want.Reason || got.Message != tc.want.Message || got.Code != tc.want.Code ||
-			(got.Details == nil) != (tc.want.Details == nil) || (got.Details != nil && !equalCauses(got.Details.Causes, tc.want.Details.Causes)) {
+		if got := sessionStatus(tc.err, "failed"); !reflect.DeepEqual(*got, tc.want) {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
-}
-
-func equalCauses(a, b []metav1.StatusCause) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -96,6 +96,36 @@ func readyPod(t *testing.T, pods *client.Typed[*corev1.Pod], name string) *corev
 	return p
 }
 
+// streamTest is what each streaming test starts from: a node agent of its own, a namespace,
+// kubectl in it, and the pods API.
+type streamTest struct {
+	c    *client.Client
+	ns   string
+	k    kubectl
+	pods *client.Typed[*corev1.Pod]
+}
+
+func newStreamTest(t *testing.T, node, cidr string) streamTest {
+	t.Helper()
+	c := newClient(t)
+	startAgent(t, c, node, cidr)
+	ns := testserver.Namespace(t, c, node+"-")
+	return streamTest{c: c, ns: ns, k: newKubectl(t, ns), pods: client.Resource[*corev1.Pod](c, "pods").Namespace(ns)}
+}
+
+// create creates p and waits until it runs (ready: until it is Ready).
+func (s streamTest) create(t *testing.T, p *corev1.Pod, ready bool) {
+	t.Helper()
+	if _, err := s.pods.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	if ready {
+		readyPod(t, s.pods, p.Name)
+	} else {
+		runningPod(t, s.pods, p.Name)
+	}
+}
+
 // spdyOnly makes kubectl use SPDY for exec, attach, cp and port-forward (its fallback when the
 // WebSocket upgrade fails), so that both protocols are tested.
 var spdyOnly = []string{"KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false", "KUBECTL_PORT_FORWARD_WEBSOCKETS=false"}
@@ -125,18 +155,11 @@ func (k kubectl) runIn(env []string, stdin string, args ...string) (string, stri
 }
 
 func TestKubectlExec(t *testing.T) {
-	c := newClient(t)
-	startAgent(t, c, "node-exec", "127.94.0.0/24")
-	ns := testserver.Namespace(t, c, "node-exec-")
-	k := newKubectl(t, ns)
-	ctx := context.Background()
-	pods := client.Resource[*corev1.Pod](c, "pods").Namespace(ns)
-	pod := shPod(ns, "web", "node-exec", "sleep 1000", corev1.RestartPolicyAlways)
+	s := newStreamTest(t, "node-exec", "127.94.0.0/24")
+	k := s.k
+	pod := shPod(s.ns, "web", "node-exec", "sleep 1000", corev1.RestartPolicyAlways)
 	pod.Spec.Containers[0].WorkingDir = "wd"
-	if _, err := pods.Create(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	runningPod(t, pods, "web")
+	s.create(t, pod, false)
 	notExecutable := filepath.Join(t.TempDir(), "data")
 	if err := os.WriteFile(notExecutable, []byte("not a program"), 0o644); err != nil {
 		t.Fatal(err)
@@ -172,12 +195,8 @@ func TestKubectlExec(t *testing.T) {
 }
 
 func TestKubectlExecBadInput(t *testing.T) {
-	c := newClient(t)
-	startAgent(t, c, "node-exec-bad", "127.95.0.0/24")
-	ns := testserver.Namespace(t, c, "node-exec-bad-")
-	k := newKubectl(t, ns)
-	ctx := context.Background()
-	pods := client.Resource[*corev1.Pod](c, "pods").Namespace(ns)
+	s := newStreamTest(t, "node-exec-bad", "127.95.0.0/24")
+	k, ns, pods, ctx := s.k, s.ns, s.pods, context.Background()
 
 	// Two containers: one runs, one has ended; a third pod whose container never starts (its
 	// ConfigMap is missing), one never scheduled.
@@ -324,16 +343,9 @@ func (k kubectl) onTerminal(want, input string, args ...string) (string, int) {
 }
 
 func TestKubectlExecAndAttachOnTerminal(t *testing.T) {
-	c := newClient(t)
-	startAgent(t, c, "node-tty", "127.96.0.0/24")
-	ns := testserver.Namespace(t, c, "node-tty-")
-	k := newKubectl(t, ns)
-	ctx := context.Background()
-	pods := client.Resource[*corev1.Pod](c, "pods").Namespace(ns)
-	if _, err := pods.Create(ctx, shPod(ns, "web", "node-tty", "sleep 1000", corev1.RestartPolicyAlways)); err != nil {
-		t.Fatal(err)
-	}
-	runningPod(t, pods, "web")
+	s := newStreamTest(t, "node-tty", "127.96.0.0/24")
+	k := s.k
+	s.create(t, shPod(s.ns, "web", "node-tty", "sleep 1000", corev1.RestartPolicyAlways), false)
 	for _, proto := range protocols {
 		t.Run(proto.name, func(t *testing.T) {
 			k := k
@@ -347,12 +359,9 @@ func TestKubectlExecAndAttachOnTerminal(t *testing.T) {
 	}
 
 	// A container on a terminal of its own, with stdin: attach types into it and sees its output.
-	term := shPod(ns, "term", "node-tty", `read x; echo "got $x"; sleep 0.2`, corev1.RestartPolicyNever)
+	term := shPod(s.ns, "term", "node-tty", `read x; echo "got $x"; sleep 0.2`, corev1.RestartPolicyNever)
 	term.Spec.Containers[0].TTY, term.Spec.Containers[0].Stdin = true, true
-	if _, err := pods.Create(ctx, term); err != nil {
-		t.Fatal(err)
-	}
-	runningPod(t, pods, "term")
+	s.create(t, term, false)
 	out, code := k.onTerminal("If you don't see a command prompt", "hello\r", "attach", "-it", "term")
 	if code != 0 || !strings.Contains(out, "got hello\r\n") {
 		t.Errorf("attach -it: code %d, output %q", code, out)
@@ -363,12 +372,8 @@ func TestKubectlExecAndAttachOnTerminal(t *testing.T) {
 }
 
 func TestKubectlAttach(t *testing.T) {
-	c := newClient(t)
-	startAgent(t, c, "node-attach", "127.97.0.0/24")
-	ns := testserver.Namespace(t, c, "node-attach-")
-	k := newKubectl(t, ns)
-	ctx := context.Background()
-	pods := client.Resource[*corev1.Pod](c, "pods").Namespace(ns)
+	s := newStreamTest(t, "node-attach", "127.97.0.0/24")
+	k := s.k
 	for _, proto := range protocols {
 		t.Run(proto.name, func(t *testing.T) {
 			k := k
@@ -376,22 +381,16 @@ func TestKubectlAttach(t *testing.T) {
 			// stdinOnce: the container reads what the first session sends, and its stdin ends
 			// with that session's.
 			name := "once-" + proto.name
-			once := shPod(ns, name, "node-attach", `while read l; do echo "got $l"; echo "err $l" >&2; done; echo bye`, corev1.RestartPolicyNever)
+			once := shPod(s.ns, name, "node-attach", `while read l; do echo "got $l"; echo "err $l" >&2; done; echo bye`, corev1.RestartPolicyNever)
 			once.Spec.Containers[0].Stdin, once.Spec.Containers[0].StdinOnce = true, true
-			if _, err := pods.Create(ctx, once); err != nil {
-				t.Fatal(err)
-			}
-			runningPod(t, pods, name)
+			s.create(t, once, false)
 			out, errOut, code := k.runIn(proto.env, "a\nb\n", "attach", "-i", name)
 			if code != 0 || out != "got a\ngot b\nbye\n" || !strings.Contains(errOut, "err a\nerr b\n") {
 				t.Errorf("attach -i: code %d, stdout %q, stderr %q", code, out, errOut)
 			}
 			// Output only, until the container exits.
 			name = "ticks-" + proto.name
-			if _, err := pods.Create(ctx, shPod(ns, name, "node-attach", `sleep 1.5; for i in 1 2 3; do echo "tick $i"; sleep 0.1; done`, corev1.RestartPolicyNever)); err != nil {
-				t.Fatal(err)
-			}
-			runningPod(t, pods, name)
+			s.create(t, shPod(s.ns, name, "node-attach", `sleep 1.5; for i in 1 2 3; do echo "tick $i"; sleep 0.1; done`, corev1.RestartPolicyNever), false)
 			if out, errOut, code := k.runIn(proto.env, "", "attach", name); code != 0 || !strings.HasSuffix(out, "tick 3\n") {
 				t.Errorf("attach: code %d, stdout %q, stderr %q", code, out, errOut)
 			}
@@ -400,16 +399,9 @@ func TestKubectlAttach(t *testing.T) {
 }
 
 func TestKubectlCp(t *testing.T) {
-	c := newClient(t)
-	startAgent(t, c, "node-cp", "127.98.0.0/24")
-	ns := testserver.Namespace(t, c, "node-cp-")
-	k := newKubectl(t, ns)
-	ctx := context.Background()
-	pods := client.Resource[*corev1.Pod](c, "pods").Namespace(ns)
-	if _, err := pods.Create(ctx, shPod(ns, "web", "node-cp", "sleep 1000", corev1.RestartPolicyAlways)); err != nil {
-		t.Fatal(err)
-	}
-	runningPod(t, pods, "web")
+	s := newStreamTest(t, "node-cp", "127.98.0.0/24")
+	k := s.k
+	s.create(t, shPod(s.ns, "web", "node-cp", "sleep 1000", corev1.RestartPolicyAlways), false)
 	src := t.TempDir()
 	files := map[string]string{"a.txt": "alpha\n", "d/b.txt": "beta\n", "d/e/c.bin": strings.Repeat("\x00\xff", 100000)}
 	for name, content := range files {
@@ -503,22 +495,15 @@ func httpGet(t *testing.T, u string) string {
 }
 
 func TestKubectlPortForward(t *testing.T) {
-	c := newClient(t)
-	startAgent(t, c, "node-pf", "127.99.0.0/24")
-	ns := testserver.Namespace(t, c, "node-pf-")
-	k := newKubectl(t, ns)
-	ctx := context.Background()
-	pods := client.Resource[*corev1.Pod](c, "pods").Namespace(ns)
-	if _, err := pods.Create(ctx, httpPod(t, ns, "web", "node-pf")); err != nil {
-		t.Fatal(err)
-	}
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+	s := newStreamTest(t, "node-pf", "127.99.0.0/24")
+	k := s.k
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: s.ns},
 		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"},
 			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromString("http")}}}}
-	if _, err := client.Resource[*corev1.Service](c, "services").Namespace(ns).Create(ctx, svc); err != nil {
+	if _, err := client.Resource[*corev1.Service](s.c, "services").Namespace(s.ns).Create(context.Background(), svc); err != nil {
 		t.Fatal(err)
 	}
-	readyPod(t, pods, "web")
+	s.create(t, httpPod(t, s.ns, "web", "node-pf"), true)
 
 	goneBefore := 0
 	for _, proto := range protocols {
@@ -573,14 +558,9 @@ func TestKubectlPortForward(t *testing.T) {
 // apiserver with client-go's SPDY dialer: a connection to a closed port gets its error on its
 // error stream, and the next connection in the same session reaches an open port.
 func TestPortForwardSessionSurvivesAClosedPort(t *testing.T) {
-	c := newClient(t)
-	startAgent(t, c, "node-pf-err", "127.100.0.0/24")
-	ns := testserver.Namespace(t, c, "node-pf-err-")
-	pods := client.Resource[*corev1.Pod](c, "pods").Namespace(ns)
-	if _, err := pods.Create(context.Background(), httpPod(t, ns, "web", "node-pf-err")); err != nil {
-		t.Fatal(err)
-	}
-	readyPod(t, pods, "web")
+	s := newStreamTest(t, "node-pf-err", "127.100.0.0/24")
+	s.create(t, httpPod(t, s.ns, "web", "node-pf-err"), true)
+	ns := s.ns
 	rt, upgrader, err := spdy.RoundTripperFor(&rest.Config{Host: srv.URL})
 	if err != nil {
 		t.Fatal(err)

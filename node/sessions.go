@@ -23,7 +23,6 @@ import (
 // processes exec'd into it, which end with it (in a real container they would die with its
 // PID namespace).
 type runSessions struct {
-	name      string // the container's
 	stdinOnce bool
 	// terminal is the master of a tty container's pseudo-terminal (nil without a tty); the
 	// log copier reads the output from it, and closes it when the run's output is done.
@@ -49,7 +48,7 @@ var errRunEnded = errors.New("the container is not running")
 // controlling terminal when it asks for a tty (the log copier then reads the terminal, as
 // stdout); and logs hands what it reads to the attached clients.
 func newRunSessions(spec corev1.Container, cmd *exec.Cmd, logs *logCopier) (*runSessions, error) {
-	s := &runSessions{name: spec.Name, stdinOnce: spec.StdinOnce, groups: map[int]struct{}{}}
+	s := &runSessions{stdinOnce: spec.StdinOnce, groups: map[int]struct{}{}}
 	logs.attached = &s.out
 	if spec.TTY {
 		master, tty, err := openPTY()

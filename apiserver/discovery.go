@@ -141,7 +141,11 @@ func (s *Server) serveResourceList(w http.ResponseWriter, gv schema.GroupVersion
 			sub("binding", "", "", "Binding", metav1.Verbs{"create"})
 		}
 		if isCorePods(info) {
+			connect := metav1.Verbs{"create", "get"}
+			sub("attach", "", "", "PodAttachOptions", connect)
+			sub("exec", "", "", "PodExecOptions", connect)
 			sub("log", "", "", "Pod", metav1.Verbs{"get"})
+			sub("portforward", "", "", "PodPortForwardOptions", connect)
 		}
 		if isCoreServiceAccounts(info) && s.tokens != nil {
 			sub("token", authenticationV1.Group, authenticationV1.Version, "TokenRequest", metav1.Verbs{"create"})

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -31,7 +32,8 @@ var nodeClient = &http.Client{
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 }
 
-// isCorePods reports whether info is the core pods resource, the one with pods/log.
+// isCorePods reports whether info is the core pods resource, the one with pods/log, exec,
+// attach and portforward.
 func isCorePods(info *registry.Info) bool {
 	return info.GroupVersion.Group == "" && info.Resource == "pods"
 }
@@ -56,7 +58,7 @@ func (s *Server) serveLog(w http.ResponseWriter, r *http.Request, req request) {
 		return
 	}
 	pod := obj.(*corev1.Pod)
-	container, err := logContainer(pod, q.Get("container"))
+	container, err := subresourceContainer(pod, q.Get("container"))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -67,13 +69,12 @@ func (s *Server) serveLog(w http.ResponseWriter, r *http.Request, req request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	nodeObj, err := s.resources[nodesGVR].store.Get(r.Context(), "", pod.Spec.NodeName)
+	agent, err := s.nodeAgent(r.Context(), pod.Spec.NodeName)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	host, port := nodeEndpoint(nodeObj.(*corev1.Node))
-	loc := url.URL{Scheme: "http", Host: net.JoinHostPort(host, strconv.Itoa(port)),
+	loc := url.URL{Scheme: "http", Host: agent,
 		Path: "/containerLogs/" + url.PathEscape(pod.Namespace) + "/" + url.PathEscape(pod.Name) + "/" + url.PathEscape(container), RawQuery: params.Encode()}
 	out, err := http.NewRequestWithContext(r.Context(), http.MethodGet, loc.String(), nil)
 	if err != nil {
@@ -167,9 +168,9 @@ func logParams(q url.Values, name string) (url.Values, error) {
 	return out, nil
 }
 
-// logContainer picks the container whose log is asked for: the one named, or the pod's only
-// container when none is named.
-func logContainer(pod *corev1.Pod, name string) (string, error) {
+// subresourceContainer picks the container a subresource (log, exec, attach) is asked for: the
+// one named, or the pod's only container when none is named.
+func subresourceContainer(pod *corev1.Pod, name string) (string, error) {
 	var names []string
 	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for _, c := range cs {
@@ -188,6 +189,16 @@ func logContainer(pod *corev1.Pod, name string) (string, error) {
 		return "", apierrors.NewBadRequest(fmt.Sprintf("a container name must be specified for pod %s", pod.Name))
 	}
 	return "", apierrors.NewBadRequest(fmt.Sprintf("a container name must be specified for pod %s, choose one of: %v", pod.Name, names))
+}
+
+// nodeAgent is the host:port of the agent of the node name (nodeEndpoint).
+func (s *Server) nodeAgent(ctx context.Context, name string) (string, error) {
+	obj, err := s.resources[nodesGVR].store.Get(ctx, "", name)
+	if err != nil {
+		return "", err
+	}
+	host, port := nodeEndpoint(obj.(*corev1.Node))
+	return net.JoinHostPort(host, strconv.Itoa(port)), nil
 }
 
 // nodeEndpoint is where a node agent serves: its InternalIP (else its first address, else its

@@ -4,7 +4,9 @@
 // service-account tokens); identity.go serves the TokenRequest, TokenReview and
 // SelfSubjectReview APIs and runs the ServiceAccount admission of new pods (package
 // serviceaccount). A plain-HTTP loopback server answers TLS on the same port too (listener.go),
-// for in-cluster clients that reach it through the kubernetes service (bootstrap.go).
+// for in-cluster clients that reach it through the kubernetes service (bootstrap.go). The pods'
+// log, exec, attach and portforward subresources are passed on to the node agent running the
+// pod (log.go, stream.go).
 package apiserver
 
 import (
@@ -73,6 +75,8 @@ type Server struct {
 	tokens *serviceaccount.Issuer
 	// metrics scrapes the nodes for metrics.k8s.io (metrics.go).
 	metrics *metricsSampler
+	// streams are the connections of exec, attach and port-forward sessions (stream.go).
+	streams streamConns
 }
 
 // New builds the server's resources and stores; Run starts them.
@@ -112,6 +116,7 @@ func (s *Server) Run(ctx context.Context) error {
 	// Whatever ends Run (ctx, or a failure to start) ends the watch caches too.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	defer s.streams.closeAll()
 	var wg sync.WaitGroup
 	for _, r := range s.ordered {
 		wg.Add(1)
@@ -350,6 +355,8 @@ func (s *Server) serveSubresource(w http.ResponseWriter, r *http.Request, req re
 		s.serveLog(w, r, req)
 	case req.subresource == "token" && isCoreServiceAccounts(info) && s.tokens != nil:
 		s.serveTokenRequest(w, r, req)
+	case isStreamSubresource(req.subresource) && isCorePods(info):
+		s.serveStream(w, r, req)
 	default:
 		writeError(w, apierrors.NewNotFound(schema.GroupResource{Group: gr.Group, Resource: gr.Resource + "/" + req.subresource}, req.name))
 	}

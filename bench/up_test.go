@@ -3,8 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"

@@ -68,12 +68,31 @@
 //
 // The agent serves HTTP on --address:--port (0: a free port, reported in the Node's
 // status.daemonEndpoints): GET /containerLogs/<ns>/<pod>/<container>, which the apiserver's
-// pods/log proxies to, with follow, previous, tailLines and limitBytes; GET /stats/summary,
-// the kubelet's stats API (k8s.io/kubelet/pkg/apis/stats/v1alpha1: the node's, each running
-// pod's and container's cumulative CPU and memory), and GET /metrics/resource, the kubelet's
-// resource metrics in the Prometheus text format (node_, pod_ and container_cpu_usage_seconds_total
-// and _memory_working_set_bytes, container_start_time_seconds, scrape_error), which the
-// apiserver's metrics.k8s.io reads (stats.go).
+// pods/log proxies to, with follow, previous, tailLines and limitBytes; GET /stats/summary, the
+// kubelet's stats API (k8s.io/kubelet/pkg/apis/stats/v1alpha1: the node's, each running pod's
+// and container's cumulative CPU and memory), and GET /metrics/resource, the kubelet's resource
+// metrics in the Prometheus text format (node_, pod_ and container_cpu_usage_seconds_total and
+// _memory_working_set_bytes, container_start_time_seconds, scrape_error), which the apiserver's
+// metrics.k8s.io reads (stats.go); and the kubelet's streaming endpoints
+// /exec/<ns>/<pod>/<container>, /attach/<ns>/<pod>/<container> and /portForward/<ns>/<pod>
+// (streaming.go), which pods/exec, pods/attach and pods/portforward pass through to, upgraded
+// connection and all. Like a v1.36 kubelet, they speak what kubectl asks for first, WebSocket
+// (v5.channel.k8s.io; port-forward: SPDY tunnelled through WebSocket), and SPDY/3.1, its
+// fallback: SPDY with k8s.io/cri-streaming's server side, v5 with k8s.io/streaming's wsstream.
+// An exec'd process starts through containerRun.startProcess (process.go): command looked up in
+// the container's PATH as the container sees its files, the container's env (plus TERM=xterm on
+// a terminal), working directory, mount namespace and cgroup, a process group of its own (a
+// session on a pseudo-terminal with -t, resized as the client asks); what it leaves in its
+// group is killed when it exits, and all of it when the container's process exits or the agent
+// stops. A program that does not exist exits 127, one that cannot be executed 126, as in a
+// shell. A container with stdin: true gets a stdin pipe the agent keeps for attach (stdinOnce:
+// closed when the first attach session that wrote it ends); tty: true runs it on a
+// pseudo-terminal, logged as stdout; attached clients get the output as it is read
+// (sessions.go). Port-forward connects to the pod IP, never 127.0.0.1 (which could be another
+// pod's or the host's port): a program that listens on 127.0.0.1 only is not reachable. A
+// connection that fails is reported on its error stream and the session goes on (kubectl itself
+// then ends it); once one side of a forwarded connection has ended, the other has a second to
+// finish (as socat's -t), then both are closed.
 //
 // A container's environment is built as the kubelet's (env.go): envFrom (ConfigMaps, Secrets,
 // with prefix), then env in order (value with $(VAR) references to variables defined before
@@ -98,9 +117,7 @@
 //   - events: Created/Pulled; the involved object has no fieldPath
 //     (spec.containers{name}), the source host is the machine's hostname, not the node name.
 //   - node status beyond Ready (pressure conditions), node shutdown marking pods.
-//   - resources: under cgroup v1 a process joins its cgroup right after it starts, so what it
-//     does before that is outside (the fix: fork it from a thread moved in by
-//     cgroups.Container.ThreadHooks); no QoS tiers (burstable/besteffort cgroups), no cpuset,
+//   - resources: no QoS tiers (burstable/besteffort cgroups), no cpuset,
 //     hugepages or pids limits, no eviction, no usageNanoCores in /stats/summary, no
 //     network, filesystem or volume stats.
 //   - tests of restart backoff with OnFailure and of the agent's own shutdown.

@@ -22,6 +22,10 @@ import (
 var srv *testserver.Server
 
 func TestMain(m *testing.M) {
+	if os.Getenv(testHTTPServerEnv) != "" { // this binary runs as a pod's HTTP server
+		serveTestHTTP()
+		return
+	}
 	testserver.Main(m, func(s *testserver.Server, _ *client.Client) { srv = s })
 }
 

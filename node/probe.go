@@ -79,7 +79,9 @@ func (r probeRun) exec(ctx context.Context, a *corev1.ExecAction) error {
 		argv[0] = exe
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir, cmd.Env = r.dir, r.env
+	if r.start == nil { // else start gives it the run's environment and directory
+		cmd.Dir, cmd.Env = r.dir, r.env
+	}
 	out := &limitedBuffer{max: maxProbeOutput}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

@@ -36,6 +36,9 @@ type containerRun struct {
 	namespaced bool
 	root       string
 	logs       *logCopier
+	// sessions are the run's stdin, output and exec'd processes as exec and attach use
+	// them (sessions.go).
+	sessions *runSessions
 	// cg is the run's cgroup (cgroup.go), removed when the run ends.
 	cg *cgroups.Container
 }
@@ -44,8 +47,10 @@ type containerRun struct {
 // binary) with $(VAR) expanded, the environment of containerEnv (env, envFrom,
 // POD_IP/POD_NAME/POD_NAMESPACE, the agent's PATH), the container's directory as working
 // directory (spec.workingDir inside it), stdout and stderr copied into LogFile with a time
-// per line, in its own process group with SIGKILL as parent-death signal. An error that is
-// a *configError means nothing could be tried (a missing ConfigMap, an unsupported field).
+// per line, in its own process group with SIGKILL as parent-death signal (stdin: a pipe the
+// agent keeps for attach; tty: a pseudo-terminal for all three, see newRunSessions). An
+// error that is a *configError means nothing could be tried (a missing ConfigMap, an
+// unsupported field).
 func (a *Agent) startContainer(ctx context.Context, w *podWorker, pod *corev1.Pod, spec corev1.Container, s startAction) (*containerRun, error) {
 	if s.index < len(pod.Spec.InitContainers) && spec.RestartPolicy != nil && *spec.RestartPolicy == corev1.ContainerRestartPolicyAlways {
 		// A sidecar would never complete and hold the pod in Pending without a word; say so.
@@ -101,11 +106,17 @@ func (a *Agent) startContainer(ctx context.Context, w *podWorker, pod *corev1.Po
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir, cmd.Stdout, cmd.Stderr, cmd.Env = dir, stdout, stderr, env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	// The process is born in its cgroup: under v2 through clone3, under v1 forked from a
-	// thread that is in the cgroup for that moment.
-	release := cg.StartInside(cmd.SysProcAttr)
-	proc, root, err := mountns.Start(cmd, mounts, a.scratchDir(), cgroupHooks(cg))
-	release()
+	sessions, err := newRunSessions(spec, cmd, logs)
+	var proc *mountns.Process
+	var root string
+	if err == nil {
+		// The process is born in its cgroup: under v2 through clone3, under v1 forked from
+		// a thread that is in the cgroup for that moment.
+		release := cg.StartInside(cmd.SysProcAttr)
+		proc, root, err = mountns.Start(cmd, mounts, a.scratchDir(), cgroupHooks(cg))
+		release()
+		sessions.started()
+	}
 	if err == nil {
 		err = cg.Join(cmd.Process.Pid) // records the process; it is inside already
 	}
@@ -114,6 +125,9 @@ func (a *Agent) startContainer(ctx context.Context, w *podWorker, pod *corev1.Po
 	stdout.Close()
 	stderr.Close()
 	if err != nil {
+		if sessions != nil {
+			sessions.abandon()
+		}
 		logs.abandon()
 		// Nothing ran: give back the last run's log, so --previous still shows it.
 		_ = os.Rename(prevPath, logPath)
@@ -127,7 +141,7 @@ func (a *Agent) startContainer(ctx context.Context, w *podWorker, pod *corev1.Po
 	logs.start()
 	started = true
 	return &containerRun{name: spec.Name, run: s.run, spec: spec, env: env, dir: dir, cmd: cmd, proc: proc,
-		namespaced: len(mounts) > 0, root: root, logs: logs, cg: cg}, nil
+		namespaced: len(mounts) > 0, root: root, logs: logs, cg: cg, sessions: sessions}, nil
 }
 
 // mounts lists where the container sees the pod's volumes: each volumeMount's volume (or
@@ -197,30 +211,6 @@ func envLookup(env []string) func(string) (string, bool) {
 	}
 }
 
-// startProcess starts cmd in the run's environment, as exec and exec probes need: its
-// environment and working directory unless cmd sets them, its own process group, the run's
-// mount namespace and cgroup. Wait for it with the returned Process, never cmd.Wait.
-func (r *containerRun) startProcess(cmd *exec.Cmd) (*mountns.Process, error) {
-	if cmd.Env == nil {
-		cmd.Env = r.env
-	}
-	if cmd.Dir == "" {
-		cmd.Dir = r.dir
-	}
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.Setpgid, cmd.SysProcAttr.Pdeathsig = true, syscall.SIGKILL
-	release := r.cg.StartInside(cmd.SysProcAttr)
-	defer release()
-	hooks := cgroupHooks(r.cg)
-	if r.namespaced {
-		return mountns.Enter(cmd, r.cmd.Process.Pid, r.root, hooks)
-	}
-	p, _, err := mountns.Start(cmd, nil, "", hooks)
-	return p, err
-}
-
 // wait waits for the run's process to exit, kills what it left behind in its process group
 // and its cgroup, removes the cgroup, lets the copier write the last output, and returns the
 // exit code (128+n for a signal) and a reason overriding Completed/Error ("" for none;
@@ -228,6 +218,7 @@ func (r *containerRun) startProcess(cmd *exec.Cmd) (*mountns.Process, error) {
 func (r *containerRun) wait() (int32, string) {
 	_ = r.proc.Wait()
 	killGroup(r.cmd.Process.Pid, syscall.SIGKILL)
+	r.sessions.exited() // the processes exec'd into the run go with it
 	reason := ""
 	if r.cg.OOMKilled() {
 		reason = "OOMKilled"
@@ -236,12 +227,8 @@ func (r *containerRun) wait() (int32, string) {
 		slog.Error("removing container cgroup", "container", r.name, "err", err)
 	}
 	r.logs.finish()
-	ps := r.cmd.ProcessState
-	code := int32(ps.ExitCode())
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		code = 128 + int32(ws.Signal())
-	}
-	return code, reason
+	r.sessions.outputDone()
+	return exitCodeOf(r.cmd.ProcessState), reason
 }
 
 // signal sends sig to the run's whole process group.
@@ -258,6 +245,8 @@ type logCopier struct {
 	copies sync.WaitGroup
 	// readers are the pipes' read ends, closed by finish.
 	readers [2]*os.File
+	// attached, when set, gets what is read as it is read (attach sessions, sessions.go).
+	attached *fanout
 }
 
 // maxLogLine is the most read from a container's output at once; a longer line is split
@@ -332,6 +321,7 @@ func (l *logCopier) finish() {
 
 func (l *logCopier) copy(r io.Reader, stream string) {
 	buf := make([]byte, maxLogLine)
+	r = l.attached.tee(r, stream)
 	for {
 		n, err := r.Read(buf)
 		// Complete lines are full records; what follows the last newline is written at

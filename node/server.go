@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,6 +51,8 @@ func (a *Agent) serve(ctx context.Context, ln net.Listener) {
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}", a.serveLogs)
 	mux.HandleFunc("GET /stats/summary", a.serveSummary)
 	mux.Handle("GET /metrics/resource", a.resourceMetricsHandler())
+	var sessions sync.WaitGroup
+	a.handleStreaming(ctx, mux, &sessions)
 	srv := &http.Server{
 		Handler:           mux,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
@@ -69,6 +72,7 @@ func (a *Agent) serve(ctx context.Context, ln net.Listener) {
 		_ = srv.Close()
 	}
 	<-done
+	sessions.Wait()
 }
 
 // logRequest is a parsed /containerLogs request.

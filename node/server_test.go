@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -60,7 +59,10 @@ func (k kubectl) command(ctx context.Context, args ...string) *exec.Cmd {
 	full := append([]string{"--kubeconfig", k.kubeconfig, "-n", k.ns}, args...)
 	cmd := exec.CommandContext(ctx, path, full...)
 	cmd.Env = k.env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// No parent-death signal: Linux sends it when the thread that forked kubectl ends, and
+	// the agent in this process ends threads (each one that started a container's process
+	// ends with it, see package mountns), so kubectl would be killed at random. The context
+	// ends it instead.
 	return cmd
 }
 

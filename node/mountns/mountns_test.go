@@ -69,7 +69,7 @@ func TestStart(t *testing.T) {
 			script: "cat " + existing + "/hello; ls " + existing, want: "hihello\n"},
 		{name: "a missing directory under the root", mounts: []Mount{{Source: vol, Target: "/" + id + "/data"}},
 			script: "cat /" + id + "/data/hello; test -d /usr/bin && echo usr; test -r /proc/self/status && echo proc; touch /" + id + "/new && echo written",
-			want: "hiusr\nproc\nwritten\n", ownRoot: true, notThere: []string{"/" + id}},
+			want:   "hiusr\nproc\nwritten\n", ownRoot: true, notThere: []string{"/" + id}},
 		{name: "a missing directory under one with mounts under it", mounts: []Mount{{Source: vol, Target: "/dev/" + id + "/data"}},
 			script: "cat /dev/" + id + "/data/hello; echo; stat -f -c %T /dev/shm; echo x > /dev/null && echo null", want: "hi\ntmpfs\nnull\n",
 			notThere: []string{"/dev/" + id}},

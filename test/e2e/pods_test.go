@@ -3,9 +3,15 @@
 package e2e
 
 import (
+	"bufio"
+	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -80,10 +86,72 @@ spec:
     command: [kubectl, get, pods, -o, name]
 `
 
+// web is kplane's echo server behind a Service, for port-forward.
+const web = `
+apiVersion: v1
+kind: Pod
+metadata: {name: web, labels: {app: web}}
+spec:
+  containers:
+  - name: echo
+    image: kplane/echo
+    command: [kplane, echo, --port=8080]
+    ports: [{name: http, containerPort: 8080}]
+    readinessProbe: {httpGet: {path: /, port: http}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {app: web}
+  ports: [{port: 80, targetPort: http}]
+`
+
+// portForward starts kubectl port-forward to target's remote port on a free local port and
+// returns that address; kubectl ends with the test.
+func (k kc) portForward(target, remote string) string {
+	k.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, env.kubectl, "--kubeconfig", k.kubeconfig, "port-forward", target, ":"+remote)
+	cmd.Env = env.kubectlEnv
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		k.t.Fatal(err)
+	}
+	k.t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+	lines := bufio.NewScanner(stdout)
+	forwarding := regexp.MustCompile(`^Forwarding from 127\.0\.0\.1:(\d+) -> \d+$`)
+	for lines.Scan() {
+		if m := forwarding.FindStringSubmatch(lines.Text()); m != nil {
+			go func() { _, _ = io.Copy(io.Discard, stdout) }()
+			return "127.0.0.1:" + m[1]
+		}
+	}
+	k.t.Fatalf("kubectl port-forward %s: %s", target, stderr.String())
+	return ""
+}
+
+// get is the body of an HTTP GET of url.
+func get(url string) (string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return string(body), err
+}
+
 // TestUpPods runs `kplane up` and checks what a pod gets from its node with real kubectl:
-// ConfigMap and Secret files at their mount paths, updated in place; kubectl running
-// in-cluster with the pod's own identity; kubectl top; a claim provisioned by the local-path
-// class whose data outlives the pod that wrote it and goes with the claim.
+// ConfigMap and Secret files at their mount paths, updated in place; exec, cp and
+// port-forward; kubectl running in-cluster with the pod's own identity; kubectl top; a claim
+// provisioned by the local-path class whose data outlives the pod that wrote it and goes
+// with the claim.
 func TestUpPods(t *testing.T) {
 	dir := t.TempDir()
 	startRole(t, "up", "--secure-port", "0", "--data-dir", dir)
@@ -105,6 +173,50 @@ func TestUpPods(t *testing.T) {
 	until(t, "the reader seeing its files", logs("reader", "hello s3cret"))
 	k.ok("patch", "configmap", "app-config", "-p", `{"data":{"greeting":"bonjour"}}`)
 	until(t, "the reader seeing the update", logs("reader", "bonjour s3cret"))
+
+	// exec runs in the container's mount namespace, env and working directory; cp is tar
+	// through exec, both ways.
+	if out := k.ok("exec", "reader", "--", "sh", "-c", "cat /etc/app/config/greeting; echo; echo $POD_NAME"); out != "bonjour\nreader\n" {
+		t.Errorf("exec: %q", out)
+	}
+	if r := k.run("", "exec", "reader", "--", "sh", "-c", "exit 7"); r.err == nil || !strings.Contains(r.stderr, "command terminated with exit code 7") {
+		t.Errorf("exec exit 7: %s", r)
+	}
+	local := filepath.Join(t.TempDir(), "local.txt")
+	if err := os.WriteFile(local, []byte("copied in\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	k.ok("cp", local, "reader:copied.txt")
+	if out := k.ok("exec", "reader", "--", "cat", "copied.txt"); out != "copied in\n" {
+		t.Errorf("kubectl cp into the pod: %q", out)
+	}
+	back := filepath.Join(t.TempDir(), "back")
+	k.ok("exec", "reader", "--", "sh", "-c", "cat /etc/app/secret/token > out.txt")
+	k.ok("cp", "reader:out.txt", back)
+	if data, err := os.ReadFile(back); err != nil || string(data) != "s3cret" {
+		t.Errorf("kubectl cp out of the pod: %q, %v", data, err)
+	}
+
+	// port-forward to the pod and to its Service, with HTTP through each.
+	k.okIn(web, "apply", "-f", "-")
+	until(t, "web Ready", func() error {
+		if ready := k.jsonpath("pod/web", `{.status.conditions[?(@.type=="Ready")].status}`); ready != "True" {
+			return fmt.Errorf("web Ready=%q", ready)
+		}
+		return nil
+	})
+	for _, target := range []string{"pod/web", "svc/web"} {
+		remote := "8080"
+		if target == "svc/web" {
+			remote = "80"
+		}
+		addr := k.portForward(target, remote)
+		for range 3 { // a new connection each time, on the same session
+			if body, err := get("http://" + addr + "/"); err != nil || !strings.Contains(body, "web") {
+				t.Errorf("GET through port-forward %s: %q, %v", target, body, err)
+			}
+		}
+	}
 
 	k.okIn(inCluster, "apply", "-f", "-")
 	until(t, "kubectl in a pod listing pods", logs("in-cluster", "pod/reader"))

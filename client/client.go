@@ -130,7 +130,7 @@ func FromKubeconfigAndMaster(path, master string, qps float32, burst int) (*Clie
 			return nil, fmt.Errorf("client: load config: %w", err)
 		}
 	}
-	transport, err := rest.TransportFor(cfg)
+	transport, err := transportFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("client: transport: %w", err)
 	}
@@ -139,6 +139,28 @@ func FromKubeconfigAndMaster(path, master string, qps float32, burst int) (*Clie
 		host = "https://" + host
 	}
 	return New(Config{Host: host, Transport: transport, QPS: qps, Burst: burst, UserAgent: cfg.UserAgent, Timeout: cfg.Timeout, CAData: caData})
+}
+
+// maxIdleConnsPerHost is how many idle connections to the server a client keeps. Over HTTP/1.1
+// (a plain-HTTP server, as `kplane up`'s on loopback) each request in flight has a connection
+// of its own, and one not kept idle is closed when its request ends: client-go's 25 made a
+// burst of 100 pod starts in the node agent dial and close connections all the time.
+const maxIdleConnsPerHost = 128
+
+// transportFor is client-go's transport for cfg (TLS, credentials, user agent) on a base
+// transport of our own that keeps more idle connections (maxIdleConnsPerHost).
+func transportFor(cfg *rest.Config) (http.RoundTripper, error) {
+	if cfg.Transport != nil || cfg.Dial != nil || cfg.Proxy != nil {
+		return rest.TransportFor(cfg)
+	}
+	tlsConfig, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	base.TLSClientConfig = tlsConfig
+	base.MaxIdleConnsPerHost = maxIdleConnsPerHost
+	return rest.HTTPWrappersForConfig(cfg, base)
 }
 
 const (

@@ -107,6 +107,13 @@ func TestLookPath(t *testing.T) {
 			t.Errorf("lookPath(%q) = %q, %v; want %q, %v", tc.name, got, err, tc.want, tc.err)
 		}
 	}
+	// Seen through view (the container's root from the host), found at the container's path.
+	if got, err := lookPath("prog", []string{"PATH=/bin"}, "/", dir); got != "/bin/prog" || err != nil {
+		t.Errorf("lookPath through a view = %q, %v; want /bin/prog", got, err)
+	}
+	if _, err := lookPath("/bin/data", nil, "/", dir); !errors.Is(err, os.ErrPermission) {
+		t.Errorf("lookPath of a file that is not executable in the view: %v", err)
+	}
 }
 
 func TestSessionStatus(t *testing.T) {

@@ -46,8 +46,11 @@ var (
 	kplaneErr  error
 )
 
-// kplaneBinary builds cmd/kplane once.
+// kplaneBinary builds cmd/kplane once, or is $KPLANE_BENCH_BINARY.
 func kplaneBinary(b testing.TB) string {
+	if path := os.Getenv("KPLANE_BENCH_BINARY"); path != "" {
+		return path // a build of another commit, to compare two in one sitting
+	}
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "kplane-bench-bin")
 		if err != nil {

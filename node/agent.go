@@ -55,6 +55,8 @@ type Agent struct {
 	clock clock.WithTicker
 	// cgroups holds the containers' cgroups (cgroup.go); set by Run.
 	cgroups *cgroups.Manager
+	// services are the cluster's Services, for containers' environment variables; set by Run.
+	services *cache.Informer[*corev1.Service]
 
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
@@ -136,6 +138,8 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	f := cache.NewFactory(a.c, "")
 	pods := cache.For[*corev1.Pod](f, "pods", cache.WithSelectors[*corev1.Pod]("", "spec.nodeName="+a.name))
+	// Every container's environment has the variables of its namespace's Services (env.go).
+	a.services = cache.For[*corev1.Service](f, "services")
 	reg := pods.AddHandler(cache.Handler[*corev1.Pod]{
 		OnAdd:    func(p *corev1.Pod, _ bool) { a.podChanged(ctx, p) },
 		OnUpdate: func(_, p *corev1.Pod) { a.podChanged(ctx, p) },

@@ -11,9 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // hostIP is the node's address as pods see it (status.hostIP); the agent runs pods on
@@ -38,12 +40,18 @@ func (e *configError) Unwrap() error { return e.err }
 type objectSource interface {
 	configMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error)
 	secret(ctx context.Context, ns, name string) (*corev1.Secret, error)
-	services(ctx context.Context, ns string) ([]*corev1.Service, error)
+	servicesIn(ctx context.Context, ns string) ([]*corev1.Service, error)
 }
 
-// apiObjects reads through the agent's client. Reads go to the API server each time, not to a
-// cache: a container start is rare, and a fresh read sees a just-created ConfigMap.
-type apiObjects struct{ c *client.Client }
+// apiObjects reads through the agent's client. ConfigMaps and Secrets are read from the API
+// server each time, not from a cache: a container start is rare, a fresh read sees a
+// just-created ConfigMap, and a node has no business holding every Secret of the cluster.
+// Services come from the agent's informer once it has synced (the kubelet watches them all
+// for the same purpose: every container start needs them), from a LIST before.
+type apiObjects struct {
+	c        *client.Client
+	services *cache.Informer[*corev1.Service] // nil: always LIST
+}
 
 func (s apiObjects) configMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
 	return client.Resource[*corev1.ConfigMap](s.c, "configmaps").Namespace(ns).Get(ctx, name)
@@ -53,7 +61,10 @@ func (s apiObjects) secret(ctx context.Context, ns, name string) (*corev1.Secret
 	return client.Resource[*corev1.Secret](s.c, "secrets").Namespace(ns).Get(ctx, name)
 }
 
-func (s apiObjects) services(ctx context.Context, ns string) ([]*corev1.Service, error) {
+func (s apiObjects) servicesIn(ctx context.Context, ns string) ([]*corev1.Service, error) {
+	if s.services != nil && s.services.HasSynced() {
+		return s.services.Lister().Namespace(ns).List(labels.Everything()), nil
+	}
 	list, err := client.Resource[*corev1.Service](s.c, "services").Namespace(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
@@ -67,7 +78,7 @@ func (s apiObjects) services(ctx context.Context, ns string) ([]*corev1.Service,
 func (a *Agent) containerEnv(ctx context.Context, pod *corev1.Pod, podIP string, spec corev1.Container, dir string) (env, argv []string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, envTimeout)
 	defer cancel()
-	vars, err := resolveEnv(ctx, apiObjects{a.c}, pod, podIP, spec, a.allocatable())
+	vars, err := resolveEnv(ctx, apiObjects{a.c, a.services}, pod, podIP, spec, a.allocatable())
 	if err != nil {
 		return nil, nil, &configError{err}
 	}
@@ -264,7 +275,7 @@ func serviceEnv(ctx context.Context, src objectSource, pod *corev1.Pod) (*envVar
 	chosen := map[string]*corev1.Service{}
 	links := pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks
 	if pod.Namespace != metav1.NamespaceDefault || !links {
-		svcs, err := src.services(ctx, metav1.NamespaceDefault)
+		svcs, err := src.servicesIn(ctx, metav1.NamespaceDefault)
 		if err != nil {
 			return nil, fmt.Errorf("failed to list services when setting up env vars: %w", err)
 		}
@@ -275,7 +286,7 @@ func serviceEnv(ctx context.Context, src objectSource, pod *corev1.Pod) (*envVar
 		}
 	}
 	if links {
-		svcs, err := src.services(ctx, pod.Namespace)
+		svcs, err := src.servicesIn(ctx, pod.Namespace)
 		if err != nil {
 			return nil, fmt.Errorf("failed to list services when setting up env vars: %w", err)
 		}

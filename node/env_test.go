@@ -86,7 +86,7 @@ type fakeObjects struct {
 	svcs    map[string][]*corev1.Service
 }
 
-func (f fakeObjects) services(_ context.Context, ns string) ([]*corev1.Service, error) {
+func (f fakeObjects) servicesIn(_ context.Context, ns string) ([]*corev1.Service, error) {
 	return f.svcs[ns], nil
 }
 

@@ -160,7 +160,13 @@ func TestVolumeErrors(t *testing.T) {
 	optional.Spec.Volumes = []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "none", Optional: new(true)}}}}
 	optional.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "s", MountPath: "/s"}}
 
-	for _, p := range []*corev1.Pod{late, noDir, optional} {
+	// A mount path under a regular file cannot be made: the container waits, saying why,
+	// and never runs without its volume.
+	underFile := shPod(ns, "underfile", "node-volerr", "sleep 100", corev1.RestartPolicyAlways)
+	underFile.Spec.Volumes = []corev1.Volume{{Name: "e", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	underFile.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "e", MountPath: "/etc/hostname/data"}}
+
+	for _, p := range []*corev1.Pod{late, noDir, optional, underFile} {
 		if _, err := pods.Create(ctx, p); err != nil {
 			t.Fatal(err)
 		}
@@ -181,6 +187,18 @@ func TestVolumeErrors(t *testing.T) {
 			return hasEvent(ctx, c, ns, name, "FailedMount", want)
 		})
 	}
+	eventually(t, "underfile CreateContainerConfigError", func() (bool, string) {
+		p, err := pods.Get(ctx, "underfile")
+		if err != nil {
+			return false, err.Error()
+		}
+		w := p.Status.ContainerStatuses
+		if p.Status.Phase != corev1.PodPending || len(w) != 1 || w[0].State.Waiting == nil || w[0].State.Waiting.Reason != "CreateContainerConfigError" ||
+			!strings.Contains(w[0].State.Waiting.Message, "/etc/hostname") {
+			return false, fmt.Sprintf("%+v", p.Status)
+		}
+		return hasEvent(ctx, c, ns, "underfile", "Failed", "/etc/hostname")
+	})
 	waitLog(t, a, pods, "optional", "main", "2\n") // ..data and the directory it names: no files
 	if _, err := client.Resource[*corev1.ConfigMap](c, "configmaps").Namespace(ns).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "later"}, Data: map[string]string{"k": "now"}}); err != nil {

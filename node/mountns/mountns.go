@@ -159,9 +159,19 @@ func startLocked(cmd *exec.Cmd, h Hooks, prepare func() (check func() error, err
 	}
 	p := &Process{done: make(chan struct{})}
 	started := make(chan error, 1)
-	go func() {
-		// Never unlocked: the thread may be in another namespace, so it ends with the goroutine.
+	var run func()
+	run = func() {
+		// Never unlocked once prepare ran: the thread may be in another namespace, so it ends
+		// with the goroutine.
 		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			// The main thread is not ended with its goroutine but parked for ever, in whatever
+			// namespace it is in, and /proc/self shows that namespace to the whole process.
+			// Nothing is changed yet: let the main thread go and start again elsewhere.
+			go run()
+			runtime.UnlockOSThread()
+			return
+		}
 		defer close(p.done)
 		check, err := prepare()
 		if err == nil && h.Before != nil {
@@ -184,7 +194,8 @@ func startLocked(cmd *exec.Cmd, h Hooks, prepare func() (check func() error, err
 			return
 		}
 		p.err = cmd.Wait()
-	}()
+	}
+	go run()
 	if err := <-started; err != nil {
 		return nil, err
 	}

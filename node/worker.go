@@ -63,6 +63,10 @@ type podWorker struct {
 	// volumesOf is the pod the volumes were last written for (its labels and annotations
 	// feed downward API files).
 	volumesOf *corev1.Pod
+	// written is the pod as the last status write returned it, and writtenOver the
+	// resourceVersion that write replaced (writeStatus).
+	written     *corev1.Pod
+	writtenOver string
 }
 
 type exitReport struct {
@@ -320,31 +324,46 @@ func (w *podWorker) probe(ctx context.Context, p probeAction) {
 	})
 }
 
-// writeStatus writes st as the pod's status, reading the pod first for its resourceVersion
-// (a few tries on conflicts). It reports whether the status is now written (false: try again
-// later); a pod gone or replaced counts as written, since the informer tells the worker.
+// writeStatus writes st as the pod's status. The first try replaces the latest version of the
+// pod the worker knows without reading it: the informer's, or, while the informer has not seen
+// the worker's own last status write yet, what that write returned. On a conflict (someone
+// else wrote) it reads the pod and tries again, a few times. It reports whether the status is
+// now written (false: try again later); a pod gone or replaced counts as written, since the
+// informer tells the worker.
 func (w *podWorker) writeStatus(ctx context.Context, cached *corev1.Pod, st *corev1.PodStatus) bool {
-	pods := client.Resource[*corev1.Pod](w.a.c, "pods")
-	for range 3 {
-		pod, err := pods.Namespace(cached.Namespace).Get(ctx, cached.Name)
-		if err == nil && pod.UID != w.uid {
-			return true
-		}
-		if err != nil {
-			if client.IsNotFound(err) {
+	pods := client.Resource[*corev1.Pod](w.a.c, "pods").Namespace(cached.Namespace)
+	base := cached
+	if w.written != nil && cached.ResourceVersion == w.writtenOver {
+		base = w.written
+	}
+	pod := new(*base) // a copy: the informer's object is shared
+	for try := range 4 {
+		if try > 0 {
+			var err error
+			pod, err = pods.Get(ctx, cached.Name)
+			if err == nil && pod.UID != w.uid {
 				return true
 			}
-			if ctx.Err() == nil {
-				w.log().Error("reading pod for status", "err", err)
+			if err != nil {
+				if client.IsNotFound(err) {
+					return true
+				}
+				if ctx.Err() == nil {
+					w.log().Error("reading pod for status", "err", err)
+				}
+				return false
 			}
-			return false
 		}
+		over := pod.ResourceVersion
 		pod.Status = *st
-		_, err = pods.Namespace(pod.Namespace).UpdateStatus(ctx, pod)
-		if err == nil {
+		got, err := pods.UpdateStatus(ctx, pod)
+		switch {
+		case err == nil:
+			w.written, w.writtenOver = got, over
 			return true
-		}
-		if !client.IsConflict(err) {
+		case client.IsNotFound(err):
+			return true
+		case !client.IsConflict(err):
 			if ctx.Err() == nil && !errors.Is(err, context.Canceled) {
 				w.log().Error("writing pod status", "err", err)
 			}

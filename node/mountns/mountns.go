@@ -16,7 +16,8 @@
 // The thread that forks a process stays with it until it exits (it waits for it): Linux
 // sends the parent-death signal when the forking thread ends, not the process, and a thread
 // in another namespace must never run other goroutines (Go starts no other thread from a
-// locked one, and a goroutine that ends locked ends its thread).
+// locked one, and a goroutine that ends locked ends its thread; it is never the main thread,
+// which Go would park instead: see internal/osthread).
 //
 // Without root, the process gets a user namespace too (the agent's user is root in it, as in
 // rootless containers), and the mounts are made by the agent's own binary, started again in
@@ -31,11 +32,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
 
+	"github.com/kplane/kplane/internal/osthread"
 	"golang.org/x/sys/unix"
 )
 
@@ -150,28 +151,16 @@ func Enter(cmd *exec.Cmd, pid int, root string, h Hooks) (*Process, error) {
 	})
 }
 
-// startLocked runs prepare and starts cmd on a thread of its own, which then waits for the
-// process and ends with it. A check prepare returns runs once the process has started; its
-// error stops it.
+// startLocked runs prepare and starts cmd on a thread of its own (osthread.Go: never the
+// main thread), which then waits for the process and ends with it. A check prepare returns
+// runs once the process has started; its error stops it.
 func startLocked(cmd *exec.Cmd, h Hooks, prepare func() (check func() error, err error)) (*Process, error) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	p := &Process{done: make(chan struct{})}
 	started := make(chan error, 1)
-	var run func()
-	run = func() {
-		// Never unlocked once prepare ran: the thread may be in another namespace, so it ends
-		// with the goroutine.
-		runtime.LockOSThread()
-		if unix.Gettid() == unix.Getpid() {
-			// The main thread is not ended with its goroutine but parked for ever, in whatever
-			// namespace it is in, and /proc/self shows that namespace to the whole process.
-			// Nothing is changed yet: let the main thread go and start again elsewhere.
-			go run()
-			runtime.UnlockOSThread()
-			return
-		}
+	osthread.Go(func() {
 		defer close(p.done)
 		check, err := prepare()
 		if err == nil && h.Before != nil {
@@ -194,8 +183,7 @@ func startLocked(cmd *exec.Cmd, h Hooks, prepare func() (check func() error, err
 			return
 		}
 		p.err = cmd.Wait()
-	}
-	go run()
+	})
 	if err := <-started; err != nil {
 		return nil, err
 	}

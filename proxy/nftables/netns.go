@@ -2,8 +2,8 @@ package nftables
 
 import (
 	"fmt"
-	"runtime"
 
+	"github.com/kplane/kplane/internal/osthread"
 	"golang.org/x/sys/unix"
 )
 
@@ -11,15 +11,14 @@ import (
 // example /run/netns/node1): sockets fn opens and processes it starts (the nft binary)
 // belong to that namespace. With path "", fn runs on the calling goroutine.
 //
-// The thread is never handed back to the runtime: it ends with fn, so no other goroutine
-// ever runs in the namespace by accident.
+// The thread is never handed back to the runtime: it ends with fn (osthread.Go), so no other
+// goroutine ever runs in the namespace by accident.
 func inNetNS(path string, fn func() error) error {
 	if path == "" {
 		return fn()
 	}
 	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread exits with this goroutine
+	osthread.Go(func() {
 		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			done <- fmt.Errorf("network namespace %s: %w", path, err)
@@ -32,6 +31,6 @@ func inNetNS(path string, fn func() error) error {
 			return
 		}
 		done <- fn()
-	}()
+	})
 	return <-done
 }

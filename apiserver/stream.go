@@ -90,6 +90,9 @@ func streamParams(subresource string, q url.Values) (url.Values, error) {
 				if err != nil {
 					return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid port %q: %v", p, err))
 				}
+				if n < 1 || n > 65535 {
+					return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid port %d: must be between 1 and 65535", n))
+				}
 				ports = append(ports, strconv.FormatInt(n, 10))
 			}
 		}
@@ -148,8 +151,9 @@ func (s *Server) proxyUpgrade(w http.ResponseWriter, r *http.Request, loc *url.U
 		writeError(w, apierrors.NewInternalError(fmt.Errorf("error proxying to the node: %v", err)))
 		return
 	}
-	_ = backend.SetDeadline(time.Time{})
 	if resp.StatusCode != http.StatusSwitchingProtocols {
+		// The node's refusal, body and all, still under the deadline: a node that stalls in
+		// the middle of it must not hold the request.
 		defer backend.Close()
 		if ct := resp.Header.Get("Content-Type"); ct != "" {
 			w.Header().Set("Content-Type", ct)
@@ -158,6 +162,7 @@ func (s *Server) proxyUpgrade(w http.ResponseWriter, r *http.Request, loc *url.U
 		_, _ = io.Copy(w, io.LimitReader(resp.Body, 64<<10))
 		return
 	}
+	_ = backend.SetDeadline(time.Time{}) // a session lasts as long as its two ends want
 	client, fromClient, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		backend.Close()

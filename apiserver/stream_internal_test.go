@@ -19,6 +19,9 @@ func TestStreamParams(t *testing.T) {
 		{"portforward", "", "", false},
 		{"portforward", "ports=http", "", true},
 		{"portforward", "ports=99999999999", "", true},
+		{"portforward", "ports=0", "", true},
+		{"portforward", "ports=65536", "", true},
+		{"portforward", "ports=65535", "port=65535", false},
 	}
 	for _, tc := range cases {
 		q, _ := url.ParseQuery(tc.query)

@@ -114,6 +114,12 @@
 //   - sidecars (init containers with restartPolicy Always: such a container stays Waiting
 //     with CreateContainerConfigError saying so, and the pod Pending), ephemeral containers.
 //   - The node's HTTP endpoint is plain and unauthenticated.
+//   - exec and exec probes find the container's namespaces by its process ID: one that
+//     starts in the moment the container exits could, were the ID reused that fast, enter
+//     another process's (the fix: namespace descriptors opened when the container starts).
+//     Without cgroups, a process exec'd into a container that leaves its process group or
+//     session (setsid, a shell's background job on a terminal) outlives the container; a
+//     -t exec whose client goes away runs on until it exits, as under containerd.
 //   - events: Created/Pulled; the involved object has no fieldPath
 //     (spec.containers{name}), the source host is the machine's hostname, not the node name.
 //   - node status beyond Ready (pressure conditions), node shutdown marking pods.

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/kplane/kplane/node/mountns"
+	"golang.org/x/sys/unix"
 )
 
 // startProcess starts cmd (Args set; Stdin, Stdout, Stderr as the caller wants) as a process
@@ -63,7 +65,7 @@ func lookPath(name string, env []string, dir, view string) (string, error) {
 	}
 	if strings.Contains(name, "/") {
 		p := resolve(name)
-		if err := executable(view + p); err != nil {
+		if err := executable(view, p); err != nil {
 			return "", &exec.Error{Name: name, Err: err}
 		}
 		return p, nil
@@ -78,16 +80,25 @@ func lookPath(name string, env []string, dir, view string) (string, error) {
 		if d == "" {
 			d = "."
 		}
-		if p := filepath.Join(resolve(d), name); executable(view+p) == nil {
+		if p := filepath.Join(resolve(d), name); executable(view, p) == nil {
 			return p, nil
 		}
 	}
 	return "", &exec.Error{Name: name, Err: exec.ErrNotFound}
 }
 
-// executable reports why p cannot be executed (nil: it can, as far as its mode tells).
-func executable(p string) error {
-	fi, err := os.Stat(p)
+// executable reports why p cannot be executed (nil: it can, as far as its mode tells), p
+// seen under view ("": the host's root). Under a view, symbolic links resolve inside it, an
+// absolute one against the view's root (openat2's RESOLVE_IN_ROOT), as the container resolves
+// them; kernels without openat2 (before 5.6) resolve them on the host.
+func executable(view, p string) error {
+	var fi os.FileInfo
+	var err error
+	if view == "" {
+		fi, err = os.Stat(p)
+	} else if fi, err = statInRoot(view, p); errors.Is(err, unix.ENOSYS) {
+		fi, err = os.Stat(view + p)
+	}
 	if err != nil {
 		return err
 	}
@@ -95,4 +106,20 @@ func executable(p string) error {
 		return os.ErrPermission
 	}
 	return nil
+}
+
+// statInRoot stats p as if root were "/".
+func statInRoot(root, p string) (os.FileInfo, error) {
+	dir, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: root, Err: err}
+	}
+	defer unix.Close(dir)
+	fd, err := unix.Openat2(dir, p, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT})
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	return f.Stat()
 }

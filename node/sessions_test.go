@@ -111,6 +111,14 @@ func TestLookPath(t *testing.T) {
 	if got, err := lookPath("prog", []string{"PATH=/bin"}, "/", dir); got != "/bin/prog" || err != nil {
 		t.Errorf("lookPath through a view = %q, %v; want /bin/prog", got, err)
 	}
+	// An absolute symbolic link resolves in the view, as in the container: /bin/prog here
+	// does not exist on the host.
+	if err := os.Symlink("/bin/prog", filepath.Join(dir, "local", "linked")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := lookPath("linked", []string{"PATH=/local"}, "/", dir); got != "/local/linked" || err != nil {
+		t.Errorf("lookPath of an absolute link through a view = %q, %v; want /local/linked", got, err)
+	}
 	if _, err := lookPath("/bin/data", nil, "/", dir); !errors.Is(err, os.ErrPermission) {
 		t.Errorf("lookPath of a file that is not executable in the view: %v", err)
 	}

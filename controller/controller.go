@@ -1,6 +1,7 @@
 // Package controller holds what every controller of the controller manager shares: the
 // Controller interface, the Context a controller is built from, the registry Entry that names
-// it, the worker loop over a rate-limited queue, and the event recorder.
+// it, and the worker loop over a rate-limited queue. The event recorder (package events) and
+// leader election (package leaderelection) live outside it, for every role to use.
 //
 // A controller is a sync function over keys plus its event wiring: informer handlers turn
 // changes into queue keys, and Workers.Run, once the caches have synced, calls sync for each key
@@ -16,6 +17,7 @@ import (
 
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
+	"github.com/kplane/kplane/events"
 	"github.com/kplane/kplane/workqueue"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -144,7 +146,7 @@ func (c Config) Defaults() Config {
 type Context struct {
 	Client    *client.Client
 	Informers *cache.Factory
-	Recorder  *Recorder
+	Recorder  *events.Recorder
 	// Registry is the controller manager's metrics registry; QueueMetrics is the workqueue
 	// metric set registered in it, for every queue to share (workqueue.WithMetrics).
 	Registry     prometheus.Registerer
@@ -209,7 +211,7 @@ func NewContext(c *client.Client, cfg Config, reg prometheus.Registerer) (*Conte
 	return &Context{
 		Client:       c,
 		Informers:    cache.NewFactory(c, ""),
-		Recorder:     NewRecorder(c),
+		Recorder:     events.NewRecorder(c),
 		Registry:     reg,
 		QueueMetrics: qm,
 		Syncs:        sm,

@@ -14,7 +14,7 @@ import (
 
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
-	"github.com/kplane/kplane/controller"
+	"github.com/kplane/kplane/events"
 	"github.com/kplane/kplane/node/cgroups"
 	"github.com/kplane/kplane/node/localpath"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -48,7 +48,7 @@ type Agent struct {
 	name string
 	ips  *ipam
 	// events records the pods' events (Started, BackOff, ...) as the "kubelet" component.
-	events *controller.Recorder
+	events *events.Recorder
 	// port is the HTTP port bound (Options.Port may be 0), reported in the Node's status.
 	port atomic.Int32
 	// clock is the time the pods' lifecycles run on (Options.Clock, or the real one).
@@ -85,7 +85,7 @@ func New(c *client.Client, o Options) (*Agent, error) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Agent{c: c, o: o, name: name, ips: ips, events: controller.NewRecorder(c).For("kubelet"), clock: clk,
+	return &Agent{c: c, o: o, name: name, ips: ips, events: events.NewRecorder(c).For("kubelet"), clock: clk,
 		workers: map[types.UID]*podWorker{}}, nil
 }
 

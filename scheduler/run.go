@@ -2,16 +2,12 @@ package scheduler
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
-	"time"
 
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
-	"github.com/kplane/kplane/controller/leaderelection"
+	"github.com/kplane/kplane/leaderelection"
 	"github.com/spf13/pflag"
 )
 
@@ -24,13 +20,7 @@ type Options struct {
 	// Workers is how many pods are placed at once.
 	Workers     int
 	LeaderElect bool
-	Election    ElectionOptions
-}
-
-// ElectionOptions locate the Lease and time the election.
-type ElectionOptions struct {
-	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-	ResourceName, ResourceNamespace           string
+	Election    leaderelection.Options
 }
 
 // DefaultOptions returns kube-scheduler's defaults where they apply (QPS 50, burst 100,
@@ -41,10 +31,7 @@ func DefaultOptions() Options {
 		KubeAPIBurst: 100,
 		Workers:      1,
 		LeaderElect:  true,
-		Election: ElectionOptions{
-			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
-			ResourceName: "kube-scheduler", ResourceNamespace: "kube-system",
-		},
+		Election:     leaderelection.DefaultOptions("kube-scheduler"),
 	}
 }
 
@@ -55,12 +42,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "queries per second to the API server")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "burst of queries to the API server")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "pods placed at once")
-	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect a leader among replicas through a Lease; only the leader schedules")
-	fs.DurationVar(&o.Election.LeaseDuration, "leader-elect-lease-duration", o.Election.LeaseDuration, "how long a silent leader keeps the lease")
-	fs.DurationVar(&o.Election.RenewDeadline, "leader-elect-renew-deadline", o.Election.RenewDeadline, "how long the leader tries to renew before it stops leading")
-	fs.DurationVar(&o.Election.RetryPeriod, "leader-elect-retry-period", o.Election.RetryPeriod, "how often candidates try to acquire and the leader renews")
-	fs.StringVar(&o.Election.ResourceName, "leader-elect-resource-name", o.Election.ResourceName, "name of the Lease")
-	fs.StringVar(&o.Election.ResourceNamespace, "leader-elect-resource-namespace", o.Election.ResourceNamespace, "namespace of the Lease")
+	o.Election.AddFlags(fs, &o.LeaderElect, "schedules")
 }
 
 // Validate reports every invalid setting at once.
@@ -73,7 +55,7 @@ func (o Options) Validate() error {
 		errs = append(errs, errors.New("--kube-api-burst must not be negative"))
 	}
 	if o.LeaderElect {
-		if err := o.electionConfig(nil, "-").Validate(); err != nil {
+		if err := o.Election.Validate(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -81,12 +63,6 @@ func (o Options) Validate() error {
 		return fmt.Errorf("invalid options: %w", err)
 	}
 	return nil
-}
-
-func (o Options) electionConfig(c *client.Client, identity string) leaderelection.Config {
-	e := o.Election
-	return leaderelection.Config{Client: c, Namespace: e.ResourceNamespace, Name: e.ResourceName, Identity: identity,
-		LeaseDuration: e.LeaseDuration, RenewDeadline: e.RenewDeadline, RetryPeriod: e.RetryPeriod, ReleaseOnCancel: true}
 }
 
 // Run connects with o's kubeconfig and runs the scheduler until ctx is cancelled.
@@ -120,10 +96,7 @@ func RunWithClient(ctx context.Context, o Options, c *client.Client) error {
 		lead(ctx)
 		return nil
 	}
-	host, _ := os.Hostname()
-	suffix := make([]byte, 8)
-	_, _ = rand.Read(suffix)
-	elector, err := leaderelection.New(o.electionConfig(c, host+"_"+hex.EncodeToString(suffix)))
+	elector, err := leaderelection.New(o.Election.Config(c))
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
+	"github.com/kplane/kplane/events"
 	"github.com/kplane/kplane/internal/pv"
 	"github.com/kplane/kplane/workqueue"
 	corev1 "k8s.io/api/core/v1"
@@ -63,7 +64,7 @@ type Scheduler struct {
 	handlers []cache.Registration
 	queue    *workqueue.RateLimitingQueue[string]
 	// events records FailedScheduling, as kube-scheduler's "default-scheduler".
-	events *controller.Recorder
+	events *events.Recorder
 
 	// mu serialises choosing a node with recording the choice, so that concurrent workers
 	// (and bindings the pod cache has not seen yet) spread instead of piling up.
@@ -90,7 +91,7 @@ func New(c *client.Client, f *cache.Factory) *Scheduler {
 		volumes: cache.For[*corev1.PersistentVolume](f, "persistentvolumes"),
 		classes: cache.For[*storagev1.StorageClass](f, "storageclasses"),
 		queue:   workqueue.NewRateLimited[string](workqueue.DefaultControllerRateLimiter[string](), workqueue.WithName(Name)),
-		events:  controller.NewRecorder(c).For(corev1.DefaultSchedulerName),
+		events:  events.NewRecorder(c).For(corev1.DefaultSchedulerName),
 		assumed: map[string]string{},
 		waiting: map[string]int{},
 		binding: map[string]string{},

@@ -21,6 +21,7 @@ import (
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
+	"github.com/kplane/kplane/events"
 	"github.com/kplane/kplane/workqueue"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,7 +45,7 @@ var (
 // Controller syncs Deployments; its queue holds Deployment keys ("ns/name").
 type Controller struct {
 	client   *client.Client
-	recorder *controller.Recorder
+	recorder *events.Recorder
 	metrics  *controller.SyncMetrics
 
 	deployments *cache.Informer[*appsv1.Deployment]

@@ -8,6 +8,7 @@ import (
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
+	"github.com/kplane/kplane/events"
 	"github.com/kplane/kplane/workqueue"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -34,7 +35,7 @@ var Entry = controller.Entry{
 // queue keys, and sync does all the work.
 type Controller struct {
 	client   *client.Client
-	recorder *controller.Recorder
+	recorder *events.Recorder
 	metrics  *controller.SyncMetrics
 
 	pods     *cache.Informer[*corev1.Pod]
@@ -62,7 +63,7 @@ func New(ctx *controller.Context) (*Controller, error) {
 	if ctx == nil || ctx.Client == nil || ctx.Informers == nil {
 		return nil, errors.New("endpoints controller: the context needs a client and informers")
 	}
-	var recorder *controller.Recorder
+	var recorder *events.Recorder
 	if ctx.Recorder != nil {
 		recorder = ctx.Recorder.For(ControllerName)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
+	"github.com/kplane/kplane/events"
 	"github.com/kplane/kplane/workqueue"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -52,7 +53,7 @@ type Controller struct {
 	triggers *controller.TriggerTimes
 	metrics  *metrics
 	syncs    *controller.SyncMetrics
-	recorder *controller.Recorder
+	recorder *events.Recorder
 	logged   *onceLog
 
 	maxEndpointsPerSlice int

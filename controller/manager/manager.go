@@ -2,15 +2,12 @@ package manager
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -18,7 +15,7 @@ import (
 
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
-	"github.com/kplane/kplane/controller/leaderelection"
+	"github.com/kplane/kplane/leaderelection"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -96,15 +93,7 @@ func start(ctx context.Context, o Options, entries []controller.Entry, c *client
 		})}
 	reg.MustRegister(m.leading)
 	if o.LeaderElect {
-		host, _ := os.Hostname()
-		suffix := make([]byte, 8)
-		_, _ = rand.Read(suffix)
-		m.elector, err = leaderelection.New(leaderelection.Config{
-			Client: c, Namespace: o.Election.ResourceNamespace, Name: o.Election.ResourceName,
-			Identity:      host + "_" + hex.EncodeToString(suffix),
-			LeaseDuration: o.Election.LeaseDuration, RenewDeadline: o.Election.RenewDeadline, RetryPeriod: o.Election.RetryPeriod,
-			ReleaseOnCancel: true,
-		})
+		m.elector, err = leaderelection.New(o.Election.Config(c))
 		if err != nil {
 			return nil, err
 		}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/kplane/kplane/controller"
-	"github.com/kplane/kplane/controller/leaderelection"
+	"github.com/kplane/kplane/leaderelection"
 	"github.com/spf13/pflag"
 )
 
@@ -30,33 +30,24 @@ type Options struct {
 	KubeAPIBurst int
 	Config       controller.Config
 	LeaderElect  bool
-	Election     ElectionOptions
+	Election     leaderelection.Options
 	// APIServerWait bounds the wait for the API server's /healthz before anything starts.
 	APIServerWait time.Duration
-}
-
-// ElectionOptions locate the Lease and time the election.
-type ElectionOptions struct {
-	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-	ResourceName, ResourceNamespace           string
 }
 
 // DefaultOptions returns the settings of kube-controller-manager v1.36 where they apply
 // (seed 000's where those still hold: QPS 20, burst 30, MinResyncPeriod 12h).
 func DefaultOptions() Options {
 	return Options{
-		BindAddress:  "127.0.0.1",
-		SecurePort:   10257,
-		Profiling:    true,
-		Controllers:  []string{"*"},
-		KubeAPIQPS:   20,
-		KubeAPIBurst: 30,
-		Config:       controller.Config{}.Defaults(),
-		LeaderElect:  true,
-		Election: ElectionOptions{
-			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
-			ResourceName: "kube-controller-manager", ResourceNamespace: "kube-system",
-		},
+		BindAddress:   "127.0.0.1",
+		SecurePort:    10257,
+		Profiling:     true,
+		Controllers:   []string{"*"},
+		KubeAPIQPS:    20,
+		KubeAPIBurst:  30,
+		Config:        controller.Config{}.Defaults(),
+		LeaderElect:   true,
+		Election:      leaderelection.DefaultOptions("kube-controller-manager"),
 		APIServerWait: 30 * time.Second,
 	}
 }
@@ -90,12 +81,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Config.ConcurrentSATokenSyncs, "concurrent-serviceaccount-token-syncs", o.Config.ConcurrentSATokenSyncs, "workers of the service-account token controller")
 	fs.DurationVar(&o.Config.PodEvictionTimeout, "pod-eviction-timeout", o.Config.PodEvictionTimeout, "how long pods stay on an unreachable or not-ready node before they are evicted (unless they tolerate it)")
 	fs.DurationVar(&o.Config.PVClaimBinderSyncPeriod, "pvclaimbinder-sync-period", o.Config.PVClaimBinderSyncPeriod, "how often the PersistentVolume binder looks at every volume and claim again")
-	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect a leader among replicas through a Lease; only the leader runs controllers")
-	fs.DurationVar(&o.Election.LeaseDuration, "leader-elect-lease-duration", o.Election.LeaseDuration, "how long a silent leader keeps the lease")
-	fs.DurationVar(&o.Election.RenewDeadline, "leader-elect-renew-deadline", o.Election.RenewDeadline, "how long the leader tries to renew before it stops leading")
-	fs.DurationVar(&o.Election.RetryPeriod, "leader-elect-retry-period", o.Election.RetryPeriod, "how often candidates try to acquire and the leader renews")
-	fs.StringVar(&o.Election.ResourceName, "leader-elect-resource-name", o.Election.ResourceName, "name of the Lease")
-	fs.StringVar(&o.Election.ResourceNamespace, "leader-elect-resource-namespace", o.Election.ResourceNamespace, "namespace of the Lease")
+	o.Election.AddFlags(fs, &o.LeaderElect, "runs controllers")
 }
 
 // Validate reports every invalid setting at once.
@@ -145,10 +131,7 @@ func (o Options) Validate() error {
 		errs = append(errs, "--secure-port must be between 0 and 65535")
 	}
 	if o.LeaderElect {
-		e := o.Election
-		err := leaderelection.Config{Namespace: e.ResourceNamespace, Name: e.ResourceName, Identity: "-",
-			LeaseDuration: e.LeaseDuration, RenewDeadline: e.RenewDeadline, RetryPeriod: e.RetryPeriod}.Validate()
-		if err != nil {
+		if err := o.Election.Validate(); err != nil {
 			errs = append(errs, err.Error())
 		}
 	}

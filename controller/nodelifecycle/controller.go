@@ -30,6 +30,7 @@ import (
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
+	"github.com/kplane/kplane/events"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,7 +63,7 @@ var Entry = controller.Entry{
 // Controller is the node lifecycle controller.
 type Controller struct {
 	client   *client.Client
-	recorder *controller.Recorder
+	recorder *events.Recorder
 	nodes    *cache.Informer[*corev1.Node]
 	leases   *cache.Informer[*coordinationv1.Lease]
 	pods     *cache.Informer[*corev1.Pod]

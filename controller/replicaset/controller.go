@@ -16,6 +16,7 @@ import (
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
+	"github.com/kplane/kplane/events"
 	"github.com/kplane/kplane/workqueue"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,7 +28,7 @@ import (
 type Controller[T cache.Object] struct {
 	kind     Kind[T]
 	client   *client.Client
-	recorder *controller.Recorder
+	recorder *events.Recorder
 	metrics  *controller.SyncMetrics
 
 	owners   *cache.Informer[T]
@@ -47,7 +48,7 @@ func New[T cache.Object](ctx *controller.Context, k Kind[T]) (*Controller[T], er
 	if ctx == nil || ctx.Client == nil || ctx.Informers == nil {
 		return nil, fmt.Errorf("%s controller: the context needs a client and informers", k.Name)
 	}
-	var recorder *controller.Recorder
+	var recorder *events.Recorder
 	if ctx.Recorder != nil {
 		recorder = ctx.Recorder.For(k.Component)
 	}

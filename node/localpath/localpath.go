@@ -32,6 +32,7 @@ import (
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
+	"github.com/kplane/kplane/events"
 	"github.com/kplane/kplane/internal/pv"
 	"github.com/kplane/kplane/workqueue"
 	corev1 "k8s.io/api/core/v1"
@@ -64,7 +65,7 @@ type Provisioner struct {
 	classes  *cache.Informer[*storagev1.StorageClass]
 	handlers []cache.Registration
 	queue    *workqueue.RateLimitingQueue[string]
-	events   *controller.Recorder
+	events   *events.Recorder
 }
 
 // New makes the provisioner of node nodeName, keeping volumes under dir (an absolute path is
@@ -84,7 +85,7 @@ func New(c *client.Client, nodeName, dir string) *Provisioner {
 		classes: cache.For[*storagev1.StorageClass](f, "storageclasses"),
 		queue:   workqueue.NewRateLimited[string](workqueue.DefaultControllerRateLimiter[string](), workqueue.WithName("local-path")),
 		// External provisioners name themselves "<provisioner>_<identity>" in events.
-		events: controller.NewRecorder(c).For(ProvisionerName + "_" + nodeName),
+		events: events.NewRecorder(c).For(ProvisionerName + "_" + nodeName),
 	}
 	p.handlers = []cache.Registration{
 		p.claims.AddHandler(cache.Handler[*corev1.PersistentVolumeClaim]{

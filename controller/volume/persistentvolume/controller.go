@@ -12,6 +12,7 @@ import (
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
+	"github.com/kplane/kplane/events"
 	"github.com/kplane/kplane/internal/pv"
 	"github.com/kplane/kplane/workqueue"
 	corev1 "k8s.io/api/core/v1"
@@ -53,7 +54,7 @@ type Controller struct {
 	pods     *cache.Informer[*corev1.Pod]
 	handlers []cache.Registration
 	queue    *workqueue.RateLimitingQueue[string]
-	recorder *controller.Recorder
+	recorder *events.Recorder
 	syncs    *controller.SyncMetrics
 
 	// written holds the objects this controller wrote that the informers do not show yet, so

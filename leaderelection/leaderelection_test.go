@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/kplane/kplane/client"
-	"github.com/kplane/kplane/controller/leaderelection"
 	"github.com/kplane/kplane/internal/testserver"
+	"github.com/kplane/kplane/leaderelection"
 	coordinationv1 "k8s.io/api/coordination/v1"
 )
 

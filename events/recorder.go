@@ -1,4 +1,6 @@
-package controller
+// Package events records core/v1 Events about objects for every role (controllers, the
+// scheduler, the node agent), without a role importing another.
+package events
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package controller_test
+package events_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/kplane/kplane/client"
-	"github.com/kplane/kplane/controller"
+	"github.com/kplane/kplane/events"
 	"github.com/kplane/kplane/internal/testserver"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,7 +27,7 @@ func TestRecorderWritesAndCountsRepeats(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	rec := controller.NewRecorder(c)
+	rec := events.NewRecorder(c)
 	go rec.Run(ctx)
 	r := rec.For("endpoint-controller")
 	r.Eventf(svc, corev1.EventTypeWarning, "FailedToUpdateEndpoint", "Failed to update endpoint %s/%s: %s", ns, "web", "boom")

@@ -9,7 +9,7 @@ func newControllerManagerCommand() *cobra.Command {
 	o := manager.DefaultOptions()
 	cmd := &cobra.Command{
 		Use:   "controller-manager",
-		Short: "Run the controllers (endpoints, EndpointSlices) against an API server",
+		Short: "Run the controllers of kube-controller-manager that kplane has against an API server",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signalContext()

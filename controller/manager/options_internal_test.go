@@ -15,6 +15,8 @@ func TestControllerAliases(t *testing.T) {
 		{[]string{"*", "-serviceaccount-token"}, "root-ca-certificate-publisher-controller", "serviceaccount-token-controller"},
 		{[]string{"root-ca-cert-publisher"}, "root-ca-certificate-publisher-controller", "endpoint"},
 		{[]string{"*", "-root-ca-certificate-publisher-controller"}, "endpoint", "root-ca-certificate-publisher-controller"},
+		{[]string{"podgc"}, "pod-garbage-collector", "endpoint"},
+		{[]string{"*", "-pod-garbage-collector-controller"}, "endpoint", "pod-garbage-collector"},
 	} {
 		o := DefaultOptions()
 		o.Controllers = tc.controllers

@@ -33,7 +33,9 @@ const Name = "pod-garbage-collector"
 
 // Entry registers the controller with the manager. It has one loop, not workers.
 var Entry = controller.Entry{
-	Name:    Name,
+	Name: Name,
+	// v1.36's name for it and its alias.
+	Aliases: []string{"pod-garbage-collector-controller", "podgc"},
 	Workers: func(controller.Config) int { return 1 },
 	New: func(ctx *controller.Context) (controller.Controller, error) {
 		c, err := New(ctx)

@@ -26,9 +26,9 @@ import (
 
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
-	"github.com/kplane/kplane/controller"
 	"github.com/kplane/kplane/events"
 	"github.com/kplane/kplane/internal/pv"
+	"github.com/kplane/kplane/reconcile"
 	"github.com/kplane/kplane/workqueue"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -191,7 +191,7 @@ func (s *Scheduler) Run(ctx context.Context, workers int) {
 	defer recorder.Wait()
 	recorder.Go(func() { s.events.Run(ctx) })
 	defer s.binds.Wait()
-	controller.Workers{Name: Name, Queue: s.queue, Count: workers, Sync: s.sync,
+	reconcile.Workers{Name: Name, Queue: s.queue, Count: workers, Sync: reconcile.Ignore(s.sync),
 		Synced:   []func() bool{s.pods.HasSynced, s.nodes.HasSynced, s.claims.HasSynced, s.volumes.HasSynced, s.classes.HasSynced},
 		Handlers: s.handlers}.Run(ctx)
 }

@@ -46,7 +46,7 @@ func TestSchedulingWithVolumes(t *testing.T) {
 	for n, dir := range dirs {
 		go func() { done <- localpath.New(c, n, dir).Run(runCtx) }()
 	}
-	testserver.StartControllers(t, c, 1, persistentvolume.Entry)
+	testserver.StartControllers(t, c, persistentvolume.Entry)
 	t.Cleanup(func() {
 		stop()
 		for range 3 {

@@ -14,6 +14,7 @@ import (
 	"github.com/kplane/kplane/apiserver"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller/manager"
+	"github.com/kplane/kplane/controller/serviceaccounttoken"
 	"github.com/kplane/kplane/node"
 	"github.com/kplane/kplane/proxy"
 	"github.com/kplane/kplane/scheduler"
@@ -79,7 +80,10 @@ func runUp(ctx context.Context, o apiserver.Options, proxyMode string) error {
 	// The token controller signs with the apiserver's own key, and kube-root-ca.crt publishes
 	// the certificate the apiserver answers TLS with (to in-cluster clients, through the
 	// kubernetes service), as kube-controller-manager is set up beside kube-apiserver.
-	cm.Config.ServiceAccountKeyFile, cm.Config.RootCAFile = api.ServiceAccountKeyFile, api.CAFile
+	cm.RootCAFile = api.CAFile
+	if tokens, ok := manager.OptionsOf[*serviceaccounttoken.Options](cm, serviceaccounttoken.Name); ok {
+		tokens.ServiceAccountKeyFile = api.ServiceAccountKeyFile
+	}
 	sched := scheduler.DefaultOptions()
 	sched.Kubeconfig, sched.LeaderElect = o.WriteKubeconfig, false
 	px := proxy.DefaultOptions()

@@ -15,6 +15,7 @@ package deployment
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -22,82 +23,98 @@ import (
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
 	"github.com/kplane/kplane/events"
-	"github.com/kplane/kplane/workqueue"
+	"github.com/spf13/pflag"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// Name is the controller's name in --controllers.
+// Name is the controller's short name (kube-controller-manager's alias for it, and its
+// loop's name), which --controllers also takes; Entry.Name is v1.36's name.
 const Name = "deployment"
 
 // Entry registers the controller with the manager.
 var Entry = controller.Entry{
-	Name:    Name,
-	Workers: func(c controller.Config) int { return c.Defaults().ConcurrentDeploymentSyncs },
-	New:     func(ctx *controller.Context) (controller.Controller, error) { return New(ctx) },
+	Name:    "deployment-controller",
+	Aliases: []string{Name},
+	Options: func() controller.Options { return DefaultOptions() },
+	New:     controller.Build(New),
+}
+
+// Options are the controller's settings.
+type Options struct {
+	// ConcurrentDeploymentSyncs: Deployments synced at once (--concurrent-deployment-syncs, 5).
+	ConcurrentDeploymentSyncs int
+}
+
+// DefaultOptions returns kube-controller-manager v1.36's defaults.
+func DefaultOptions() *Options { return &Options{ConcurrentDeploymentSyncs: 5} }
+
+// AddFlags binds o to kube-controller-manager's flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&o.ConcurrentDeploymentSyncs, "concurrent-deployment-syncs", o.ConcurrentDeploymentSyncs, "workers of the Deployment controller")
+}
+
+// Validate reports every invalid setting.
+func (o *Options) Validate() []error {
+	if o.ConcurrentDeploymentSyncs < 1 {
+		return []error{errors.New("--concurrent-deployment-syncs must be at least 1")}
+	}
+	return nil
 }
 
 var (
 	deploymentKind = appsv1.SchemeGroupVersion.WithKind("Deployment")
 )
 
-// Controller syncs Deployments; its queue holds Deployment keys ("ns/name").
+// Controller syncs Deployments; its loop's queue holds Deployment keys ("ns/name").
 type Controller struct {
 	client   *client.Client
 	recorder *events.Recorder
-	metrics  *controller.SyncMetrics
 
 	deployments *cache.Informer[*appsv1.Deployment]
 	rss         *cache.Informer[*appsv1.ReplicaSet]
-	handlers    []cache.Registration
 
-	queue *workqueue.RateLimitingQueue[string]
-	now   func() time.Time
+	loop *controller.Loop
+	now  func() time.Time
 }
 
 // New builds the controller on ctx's shared informers and registers its handlers; the
 // caller starts the informers, then calls Run.
-func New(ctx *controller.Context) (*Controller, error) {
+func New(ctx *controller.Context, o *Options) (*Controller, error) {
 	if ctx == nil || ctx.Client == nil || ctx.Informers == nil {
 		return nil, fmt.Errorf("deployment controller: the context needs a client and informers")
 	}
 	c := &Controller{
 		client:      ctx.Client,
-		metrics:     ctx.Syncs,
 		deployments: cache.For[*appsv1.Deployment](ctx.Informers, "deployments"),
 		rss:         cache.For[*appsv1.ReplicaSet](ctx.Informers, "replicasets"),
-		queue: workqueue.NewRateLimited[string](workqueue.DefaultControllerRateLimiter[string](),
-			workqueue.WithName(Name), workqueue.WithMetrics(ctx.QueueMetrics)),
+		loop: controller.NewLoop(ctx, Name, controller.WithWorkers(o.ConcurrentDeploymentSyncs),
+			controller.WithResync(ctx.ResyncPeriod())),
 		now: time.Now,
 	}
 	if ctx.Recorder != nil {
 		c.recorder = ctx.Recorder.For("deployment-controller")
 	}
-	c.handlers = []cache.Registration{
-		c.deployments.AddHandler(cache.Handler[*appsv1.Deployment]{
-			OnAdd:    func(d *appsv1.Deployment, _ bool) { c.enqueue(d) },
-			OnUpdate: func(_, d *appsv1.Deployment) { c.enqueue(d) },
-			OnDelete: func(d *appsv1.Deployment, _ bool) { c.enqueue(d) },
-		}, ctx.ResyncPeriod()),
-		c.rss.AddHandler(cache.Handler[*appsv1.ReplicaSet]{
-			OnAdd:    func(rs *appsv1.ReplicaSet, _ bool) { c.rsChanged(nil, rs) },
-			OnUpdate: func(old, rs *appsv1.ReplicaSet) { c.rsChanged(old, rs) },
-			OnDelete: func(rs *appsv1.ReplicaSet, _ bool) { c.rsChanged(nil, rs) },
-		}, 0),
-	}
+	controller.For(c.loop, c.deployments)
+	// Not Owns: a ReplicaSet's owner must be the Deployment of that UID, an orphan queues the
+	// Deployments that may adopt it, and resyncs are left out.
+	controller.Watch(c.loop, c.rss, cache.Handler[*appsv1.ReplicaSet]{
+		OnAdd:    func(rs *appsv1.ReplicaSet, _ bool) { c.rsChanged(nil, rs) },
+		OnUpdate: func(old, rs *appsv1.ReplicaSet) { c.rsChanged(old, rs) },
+		OnDelete: func(rs *appsv1.ReplicaSet, _ bool) { c.rsChanged(nil, rs) },
+	}, 0)
 	return c, nil
 }
 
-// Name is the controller's name in --controllers.
+// Name is the controller's short name.
 func (c *Controller) Name() string { return Name }
 
-func (c *Controller) enqueue(d *appsv1.Deployment) { c.queue.Add(cache.MetaNamespaceKey(d)) }
+func (c *Controller) enqueue(d *appsv1.Deployment) { c.loop.Queue.Add(cache.MetaNamespaceKey(d)) }
 
-// Run waits for the caches and syncs with workers goroutines until ctx is cancelled.
-func (c *Controller) Run(ctx context.Context, workers int) error {
-	controller.Workers{Name: Name, Queue: c.queue, Count: workers, Sync: c.sync, Metrics: c.metrics,
-		Synced: []func() bool{c.deployments.HasSynced, c.rss.HasSynced}, Handlers: c.handlers}.Run(ctx)
+// Run waits for the caches and syncs until ctx is cancelled.
+func (c *Controller) Run(ctx context.Context) error {
+	c.loop.Run(ctx, c.sync)
 	return nil
 }
 

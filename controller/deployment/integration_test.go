@@ -29,19 +29,27 @@ func TestMain(m *testing.M) {
 // test ends.
 func startControllers(t *testing.T) {
 	t.Helper()
-	cctx, err := controller.NewContext(c, controller.Config{}, nil)
+	cctx, err := controller.NewContext(c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Two workers each.
+	do := DefaultOptions()
+	do.ConcurrentDeploymentSyncs = 2
+	rso := replicaset.DefaultOptions(replicaset.ReplicaSets)
+	rso.ConcurrentSyncs = 2
 	var ctrls []controller.Controller
-	for _, e := range []controller.Entry{Entry, replicaset.ReplicaSetEntry} {
-		ctrl, err := e.New(cctx)
+	for _, b := range []struct {
+		e controller.Entry
+		o controller.Options
+	}{{Entry, do}, {replicaset.ReplicaSetEntry, rso}} {
+		ctrl, err := b.e.New(cctx, b.o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ctrls = append(ctrls, ctrl)
 	}
-	testserver.RunControllers(t, cctx, 2, ctrls...)
+	testserver.RunControllers(t, cctx, ctrls...)
 }
 
 // cluster stands in for the missing node agent: it marks every pod of the namespace Running

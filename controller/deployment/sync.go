@@ -10,6 +10,7 @@ import (
 
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
+	"github.com/kplane/kplane/reconcile"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -26,37 +27,39 @@ func (c *Controller) rsAPI(ns string) *client.Typed[*appsv1.ReplicaSet] {
 	return client.Resource[*appsv1.ReplicaSet](c.client, "replicasets").Namespace(ns)
 }
 
-// sync moves one Deployment one step toward its spec and writes its status.
-func (c *Controller) sync(ctx context.Context, key string) error {
+// sync moves one Deployment one step toward its spec and writes its status. While a rollout
+// is under way it asks to be synced again when the progress deadline is due, to mark the
+// rollout failed if nothing moved by then.
+func (c *Controller) sync(ctx context.Context, key string) (reconcile.Result, error) {
 	ns, name, err := cache.SplitKey(key)
 	if err != nil {
-		return nil
+		return reconcile.Result{}, nil
 	}
 	cached, err := c.deployments.Lister().Namespace(ns).Get(name)
 	if apierrors.IsNotFound(err) {
-		return nil
+		return reconcile.Result{}, nil
 	}
 	if err != nil {
-		return err
+		return reconcile.Result{}, err
 	}
 	d := cached.DeepCopy()
 	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
 	if err != nil || sel.Empty() {
 		// Validation keeps these out; one that got in is not worth retrying.
 		c.event(d, corev1.EventTypeWarning, "SelectingAll", "This deployment has an invalid or empty selector; it controls nothing")
-		return nil
+		return reconcile.Result{}, nil
 	}
 	rss, err := c.claim(ctx, d, sel)
 	if err != nil {
-		return err
+		return reconcile.Result{}, err
 	}
 	if d.DeletionTimestamp != nil {
-		return nil // the garbage collector removes the ReplicaSets
+		return reconcile.Result{}, nil // the garbage collector removes the ReplicaSets
 	}
 	surge, unavailable, err := bounds(d)
 	if err != nil {
 		c.event(d, corev1.EventTypeWarning, "InvalidStrategy", "%v", err)
-		return nil
+		return reconcile.Result{}, nil
 	}
 	newRS, old := splitNew(d, rss)
 
@@ -65,12 +68,12 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if newRS == nil && !d.Spec.Paused && !recreateWaiting {
 		newRS, err = c.createNewRS(ctx, d, old, surge)
 		if err != nil {
-			return err
+			return reconcile.Result{}, err
 		}
 		created = true
 	} else if newRS != nil {
 		if newRS, err = c.syncRevision(ctx, d, newRS, old, surge); err != nil {
-			return err
+			return reconcile.Result{}, err
 		}
 	}
 
@@ -93,18 +96,24 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		all = old
 	}
 	st := counts(d, newRS, all, unavailable)
+	var res reconcile.Result
 	if created {
 		setCondition(&st, cond(appsv1.DeploymentProgressing, corev1.ConditionTrue, ReasonNewRSCreated,
 			fmt.Sprintf("Created new replica set %q", newRS.Name)), c.now())
-	} else {
-		if after := progress(d, newRS, &st, c.now()); after > 0 {
-			c.queue.AddAfter(key, after)
-		}
+	} else if after := progress(d, newRS, &st, c.now()); after > 0 {
+		res = reconcile.After(after)
 	}
 	if complete(d, &st) && !d.Spec.Paused && d.Spec.RevisionHistoryLimit != nil {
 		c.prune(ctx, d, old)
 	}
-	return errors.Join(stepErr, c.writeStatus(ctx, d, st))
+	err = errors.Join(stepErr, c.writeStatus(ctx, d, st))
+	if err != nil && res.After > 0 {
+		// A failed sync's Result is dropped for the retry with backoff; the deadline is
+		// still checked at its time, should the retries give up before then (as Kubernetes
+		// requeues a stuck deployment whatever the status write does).
+		c.loop.Queue.AddAfter(key, res.After)
+	}
+	return res, err
 }
 
 // splitNew finds the ReplicaSet whose template is the deployment's (the oldest if several)

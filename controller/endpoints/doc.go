@@ -8,7 +8,9 @@
 // (repack.go), truncation at 1000 addresses (truncate.go), labels, annotations and the
 // "does this need a write?" decision (object.go), the trigger-time and stale-cache
 // bookkeeping (triggertime.go, stale.go), which services a pod event concerns
-// (podevents.go) and logging each problem once (problems.go). None of it touches the network, so it is tested table by table without a
-// server. controller.go wires informers and the work queue to it, and sync.go performs the
-// one sync of one service key, reading listers and writing the API server.
+// (podevents.go) and logging each problem once (problems.go). None of it touches the
+// network, so it is tested table by table without a server. controller.go holds the
+// controller's settings (Options) and wires informers to it through a controller.Loop, and
+// sync.go performs the one sync of one service key, reading listers and writing the API
+// server.
 package endpoints

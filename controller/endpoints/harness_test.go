@@ -62,15 +62,21 @@ type harness struct {
 
 // start runs a controller the way the manager does: build it on a Context, start the shared
 // informers and the event recorder, then Run. It is stopped (and waited for) when the test ends.
-func start(t *testing.T, c *client.Client, ns string, cfg controller.Config) *harness {
+// tune, when not nil, changes the settings (the Context's shared ones, the controller's
+// Options, at their defaults) before the controller is built.
+func start(t *testing.T, c *client.Client, ns string, tune func(*controller.Context, *Options)) *harness {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	cc, err := controller.NewContext(c, cfg, reg)
+	cc, err := controller.NewContext(c, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cc.Informers = cache.NewFactory(c, ns)
-	ctl, err := Entry.New(cc)
+	o := DefaultOptions()
+	if tune != nil {
+		tune(cc, o)
+	}
+	ctl, err := Entry.New(cc, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +87,7 @@ func start(t *testing.T, c *client.Client, ns string, cfg controller.Config) *ha
 	go func() { defer wg.Done(); cc.Recorder.Run(ctx) }()
 	go func() {
 		defer wg.Done()
-		if err := ctl.Run(ctx, Entry.Workers(cc.Config)); err != nil {
+		if err := ctl.Run(ctx); err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	}()

@@ -18,7 +18,7 @@ import (
 func TestIntegrationEndpointsFollowPods(t *testing.T) {
 	c := newTestClient(t, nil)
 	ns := testserver.Namespace(t, c, "ep-follow-")
-	start(t, c, ns, controller.Config{})
+	start(t, c, ns, nil)
 	svc := createService(t, c, ns, namedHTTPService())
 
 	a := createPod(t, c, ns, livePod("a"), "10.1.0.1", true)
@@ -71,7 +71,7 @@ func TestIntegrationEndpointsFollowPods(t *testing.T) {
 func TestIntegrationHeadlessAndPublishNotReady(t *testing.T) {
 	c := newTestClient(t, nil)
 	ns := testserver.Namespace(t, c, "ep-headless-")
-	start(t, c, ns, controller.Config{})
+	start(t, c, ns, nil)
 	createService(t, c, ns, service(headless, withPorts(), withClusterIP(corev1.ClusterIPNone), withFamilies(), func(s *corev1.Service) { s.Name = "db" }))
 	createService(t, c, ns, service(publishNotReady, withClusterIP(""), withFamilies(), func(s *corev1.Service) { s.Name = "all" }))
 
@@ -98,7 +98,7 @@ func TestIntegrationHeadlessAndPublishNotReady(t *testing.T) {
 func TestIntegrationServiceDeletionDeletesEndpoints(t *testing.T) {
 	c := newTestClient(t, nil)
 	ns := testserver.Namespace(t, c, "ep-delete-")
-	start(t, c, ns, controller.Config{})
+	start(t, c, ns, nil)
 	createService(t, c, ns, namedHTTPService())
 	p := createPod(t, c, ns, livePod("a"), "10.3.0.1", true)
 	waitSubsets(t, c, ns, "web", []corev1.EndpointSubset{{Addresses: addrs(liveAddr(p, "10.3.0.1")), Ports: eports(eport("http", 8080))}})
@@ -142,7 +142,7 @@ func TestIntegrationLeftoversAndOthersEndpoints(t *testing.T) {
 	})
 	p := createPod(t, c, ns, livePod("a"), "10.4.0.1", true)
 
-	h := start(t, c, ns, controller.Config{})
+	h := start(t, c, ns, nil)
 	waitGone(t, c, ns, "orphan")
 	// A normal service, to see the controller at work after the sweep.
 	createService(t, c, ns, namedHTTPService())
@@ -167,7 +167,7 @@ func TestIntegrationUnchangedResyncWritesNothing(t *testing.T) {
 	c := newTestClient(t, nil)
 	ns := testserver.Namespace(t, c, "ep-resync-")
 	// Services resync every 100–200 ms.
-	h := start(t, c, ns, controller.Config{MinResyncPeriod: 100 * time.Millisecond})
+	h := start(t, c, ns, func(cc *controller.Context, _ *Options) { cc.MinResyncPeriod = 100 * time.Millisecond })
 	createService(t, c, ns, namedHTTPService())
 	a := createPod(t, c, ns, livePod("a"), "10.5.0.1", true)
 	b := createPod(t, c, ns, livePod("b"), "10.5.0.2", false)
@@ -205,7 +205,7 @@ func TestIntegrationRepairsEditedEndpoints(t *testing.T) {
 	c := newTestClient(t, nil)
 	ns := testserver.Namespace(t, c, "ep-repair-")
 	ctx := context.Background()
-	start(t, c, ns, controller.Config{})
+	start(t, c, ns, nil)
 	createService(t, c, ns, namedHTTPService())
 	p := createPod(t, c, ns, livePod("a"), "10.6.0.1", true)
 	want := []corev1.EndpointSubset{{Addresses: addrs(liveAddr(p, "10.6.0.1")), Ports: eports(eport("http", 8080))}}
@@ -253,7 +253,7 @@ func TestIntegrationTerminatingNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	h := start(t, c, ns, controller.Config{})
+	h := start(t, c, ns, nil)
 	eventually(t, "a sync of the service", func() (bool, string) {
 		return h.syncs("success") >= 1, fmt.Sprint(h.syncs("success"), h.syncs("error"))
 	})
@@ -283,7 +283,7 @@ func TestIntegrationFailedWriteRecordsEventAndRetries(t *testing.T) {
 	failing.left.Store(2)
 	c := newTestClient(t, failing)
 	ns := testserver.Namespace(t, c, "ep-fail-")
-	h := start(t, c, ns, controller.Config{})
+	h := start(t, c, ns, nil)
 	createService(t, c, ns, namedHTTPService())
 	p := createPod(t, c, ns, livePod("a"), "10.8.0.1", true)
 	waitSubsets(t, c, ns, "web", []corev1.EndpointSubset{{Addresses: addrs(liveAddr(p, "10.8.0.1")), Ports: eports(eport("http", 8080))}})
@@ -315,7 +315,7 @@ func TestIntegrationNoGoroutineLeft(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	before := runtime.NumGoroutine()
 
-	h := start(t, c, ns, controller.Config{EndpointUpdatesBatchPeriod: time.Hour}) // a pending delayed add at stop
+	h := start(t, c, ns, func(_ *controller.Context, o *Options) { o.EndpointUpdatesBatchPeriod = time.Hour }) // a pending delayed add at stop
 	createService(t, c, ns, namedHTTPService())
 	waitSubsets(t, c, ns, "web", nil)
 	createPod(t, c, ns, livePod("a"), "10.9.0.1", true)
@@ -338,7 +338,7 @@ func TestIntegrationPodChangesWaitForBatchPeriod(t *testing.T) {
 	c := newTestClient(t, nil)
 	ns := testserver.Namespace(t, c, "ep-batch-")
 	ctx := context.Background()
-	start(t, c, ns, controller.Config{EndpointUpdatesBatchPeriod: time.Hour})
+	start(t, c, ns, func(_ *controller.Context, o *Options) { o.EndpointUpdatesBatchPeriod = time.Hour })
 	createService(t, c, ns, namedHTTPService())
 	waitSubsets(t, c, ns, "web", nil)
 	p := createPod(t, c, ns, livePod("a"), "10.11.0.1", true)

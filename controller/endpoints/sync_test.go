@@ -3,37 +3,49 @@ package endpoints
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
 	"github.com/kplane/kplane/internal/testserver"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
 func TestEntry(t *testing.T) {
-	if Entry.Name != "endpoint" || Entry.Disabled {
+	if Entry.Name != "endpoints-controller" || !slices.Contains(Entry.Aliases, "endpoint") || Entry.Disabled {
 		t.Errorf("entry %q disabled=%v", Entry.Name, Entry.Disabled)
 	}
-	if n := Entry.Workers(controller.Config{}.Defaults()); n != 5 {
-		t.Errorf("default workers = %d, want 5", n)
+	o, ok := Entry.Options().(*Options)
+	if !ok {
+		t.Fatalf("Entry.Options() is a %T", Entry.Options())
 	}
-	if n := Entry.Workers(controller.Config{ConcurrentEndpointSyncs: 7}); n != 7 {
-		t.Errorf("workers = %d, want 7", n)
+	if o.ConcurrentEndpointSyncs != 5 || o.EndpointUpdatesBatchPeriod != 0 {
+		t.Errorf("default options = %+v, want 5 workers and no batch period", *o)
 	}
-	if _, err := Entry.New(&controller.Context{}); err == nil {
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse([]string{"--concurrent-endpoint-syncs=7", "--endpoint-updates-batch-period=2s"}); err != nil {
+		t.Fatal(err)
+	}
+	if o.ConcurrentEndpointSyncs != 7 || o.EndpointUpdatesBatchPeriod != 2*time.Second {
+		t.Errorf("options after flags = %+v, want 7 workers and 2s", *o)
+	}
+	if _, err := Entry.New(&controller.Context{}, Entry.Options()); err == nil {
 		t.Error("New accepted a context without client and informers")
 	}
 	c := newTestClient(t, nil)
-	cc, err := controller.NewContext(c, controller.Config{}, nil)
+	cc, err := controller.NewContext(c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctl, err := Entry.New(cc)
+	ctl, err := Entry.Start(cc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +55,7 @@ func TestEntry(t *testing.T) {
 	// Never run: Run with a cancelled context returns at once and releases the queue.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := ctl.Run(ctx, 1); err != nil {
+	if err := ctl.Run(ctx); err != nil {
 		t.Errorf("Run = %v", err)
 	}
 }
@@ -54,17 +66,17 @@ func TestIntegrationSyncDirectly(t *testing.T) {
 	c := newTestClient(t, nil)
 	ns := testserver.Namespace(t, c, "ep-direct-")
 	ctx, cancel := context.WithCancel(context.Background())
-	cc, err := controller.NewContext(c, controller.Config{}, nil)
+	cc, err := controller.NewContext(c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cc.Informers = cache.NewFactory(c, ns)
-	ctl, err := New(cc)
+	ctl, err := New(cc, DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
 	cc.Informers.Start(ctx)
-	t.Cleanup(func() { cancel(); cc.Informers.Shutdown(); ctl.queue.ShutDown() })
+	t.Cleanup(func() { cancel(); cc.Informers.Shutdown(); ctl.loop.Queue.ShutDown() })
 
 	manual := []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: "192.0.2.10"}}, Ports: eports(eport("http", 8080))}}
 	mkEndpoints := func(name string) *corev1.Endpoints {
@@ -145,4 +157,13 @@ func TestIntegrationSyncDirectly(t *testing.T) {
 	if err := ctl.sync(ctx, "a/b/c"); err != nil {
 		t.Errorf("malformed key: %v", err)
 	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	type c = testserver.OptionsCase[*Options]
+	testserver.CheckOptions(t, DefaultOptions,
+		c{Name: "defaults", Set: func(*Options) {}, Flag: ""},
+		c{Name: "no workers", Set: func(o *Options) { o.ConcurrentEndpointSyncs = 0 }, Flag: "--concurrent-endpoint-syncs"},
+		c{Name: "negative batch period", Set: func(o *Options) { o.EndpointUpdatesBatchPeriod = -time.Second }, Flag: "--endpoint-updates-batch-period"},
+	)
 }

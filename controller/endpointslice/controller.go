@@ -2,24 +2,74 @@ package endpointslice
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
 	"github.com/kplane/kplane/events"
+	// Named so as not to clash with this package's reconcile (reconciler.go).
+	workers "github.com/kplane/kplane/reconcile"
 	"github.com/kplane/kplane/workqueue"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
+// Name is the controller's short name (kube-controller-manager's alias for it, and its
+// loop's name), which --controllers also takes; Entry.Name is v1.36's name.
+const Name = "endpointslice"
+
 // Entry registers the controller with the controller manager.
 var Entry = controller.Entry{
-	Name:    "endpointslice",
-	Workers: func(c controller.Config) int { return c.Defaults().ConcurrentServiceEndpointSyncs },
-	New:     func(ctx *controller.Context) (controller.Controller, error) { return New(ctx) },
+	Name:    "endpointslice-controller",
+	Aliases: []string{Name},
+	Options: func() controller.Options { return DefaultOptions() },
+	New:     controller.Build(New),
+}
+
+// Options are the controller's settings.
+type Options struct {
+	// ConcurrentServiceEndpointSyncs: Services synced at once, 1–50
+	// (--concurrent-service-endpoint-syncs, 5).
+	ConcurrentServiceEndpointSyncs int
+	// MaxEndpointsPerSlice: endpoints in one EndpointSlice, 1–1000 (--max-endpoints-per-slice,
+	// 100).
+	MaxEndpointsPerSlice int
+	// EndpointSliceUpdatesBatchPeriod delays the sync after a pod change, so that a burst of
+	// changes becomes one write (--endpointslice-updates-batch-period, 0: no delay).
+	EndpointSliceUpdatesBatchPeriod time.Duration
+}
+
+// DefaultOptions returns kube-controller-manager v1.36's defaults.
+func DefaultOptions() *Options {
+	return &Options{ConcurrentServiceEndpointSyncs: 5, MaxEndpointsPerSlice: 100}
+}
+
+// AddFlags binds o to kube-controller-manager's flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&o.ConcurrentServiceEndpointSyncs, "concurrent-service-endpoint-syncs", o.ConcurrentServiceEndpointSyncs, "workers of the EndpointSlice controller (1–50)")
+	fs.IntVar(&o.MaxEndpointsPerSlice, "max-endpoints-per-slice", o.MaxEndpointsPerSlice, "endpoints in one EndpointSlice (1–1000)")
+	fs.DurationVar(&o.EndpointSliceUpdatesBatchPeriod, "endpointslice-updates-batch-period", o.EndpointSliceUpdatesBatchPeriod, "delay before syncing a service's slices after a pod change")
+}
+
+// Validate reports every invalid setting.
+func (o *Options) Validate() []error {
+	var errs []error
+	if o.ConcurrentServiceEndpointSyncs < 1 || o.ConcurrentServiceEndpointSyncs > 50 {
+		errs = append(errs, errors.New("--concurrent-service-endpoint-syncs must be between 1 and 50"))
+	}
+	if o.MaxEndpointsPerSlice < 1 || o.MaxEndpointsPerSlice > 1000 {
+		errs = append(errs, errors.New("--max-endpoints-per-slice must be between 1 and 1000"))
+	}
+	if o.EndpointSliceUpdatesBatchPeriod < 0 {
+		errs = append(errs, errors.New("--endpointslice-updates-batch-period must not be negative"))
+	}
+	return errs
 }
 
 const (
@@ -45,14 +95,11 @@ type Controller struct {
 	pods        cache.Lister[*corev1.Pod]
 	nodes       cache.Lister[*corev1.Node]
 	slices      *cache.Indexer[*discoveryv1.EndpointSlice]
-	synced      []func() bool
-	handlers    []cache.Registration
 
-	queue    *workqueue.RateLimitingQueue[string]
+	loop     *controller.Loop
 	tracker  *sliceTracker
 	triggers *controller.TriggerTimes
 	metrics  *metrics
-	syncs    *controller.SyncMetrics
 	recorder *events.Recorder
 	logged   *onceLog
 
@@ -62,13 +109,10 @@ type Controller struct {
 }
 
 // New builds the controller over ctx's informers and registers its event handlers; Run starts it.
-func New(ctx *controller.Context) (*Controller, error) {
-	cfg := ctx.Config.Defaults()
-	if cfg.MaxEndpointsPerSlice < 1 || cfg.MaxEndpointsPerSlice > 1000 {
-		return nil, fmt.Errorf("endpointslice: max endpoints per slice must be between 1 and 1000, not %d", cfg.MaxEndpointsPerSlice)
-	}
-	if cfg.EndpointSliceUpdatesBatchPeriod < 0 {
-		return nil, fmt.Errorf("endpointslice: the updates batch period must not be negative, not %v", cfg.EndpointSliceUpdatesBatchPeriod)
+// Invalid settings are refused here too, for callers that build it without the manager.
+func New(ctx *controller.Context, o *Options) (*Controller, error) {
+	if errs := o.Validate(); len(errs) > 0 {
+		return nil, fmt.Errorf("endpointslice: %w", errors.Join(errs...))
 	}
 	reg := ctx.Registry
 	if reg == nil {
@@ -95,46 +139,43 @@ func New(ctx *controller.Context) (*Controller, error) {
 		pods:        podInf.Lister(),
 		nodes:       nodeInf.Lister(),
 		slices:      sliceInf.Indexer(),
-		synced:      []func() bool{serviceInf.HasSynced, podInf.HasSynced, nodeInf.HasSynced, sliceInf.HasSynced},
-		queue: workqueue.NewRateLimited[string](
-			workqueue.NewMaxOfRateLimiter(
+		loop: controller.NewLoop(ctx, Name,
+			controller.WithWorkers(o.ConcurrentServiceEndpointSyncs), controller.WithQueueName("endpoint_slice"),
+			controller.WithRateLimiter(workqueue.NewMaxOfRateLimiter(
 				workqueue.NewItemExponentialFailureRateLimiter[string](minRetryDelay, maxRetryDelay),
 				workqueue.NewBucketRateLimiter[string](10, 100), // for all Services together
-			),
-			workqueue.WithName("endpoint_slice"), workqueue.WithMetrics(ctx.QueueMetrics)),
+			)),
+			// The Services' resync retries a Service whose key was dropped after too many
+			// failures.
+			controller.WithResync(ctx.ResyncPeriod())),
 		tracker:              newSliceTracker(),
 		triggers:             controller.NewTriggerTimes(),
 		metrics:              m,
-		syncs:                ctx.Syncs,
 		logged:               newOnceLog(),
-		maxEndpointsPerSlice: cfg.MaxEndpointsPerSlice,
-		batchPeriod:          cfg.EndpointSliceUpdatesBatchPeriod,
+		maxEndpointsPerSlice: o.MaxEndpointsPerSlice,
+		batchPeriod:          o.EndpointSliceUpdatesBatchPeriod,
 	}
 	if ctx.Recorder != nil {
 		c.recorder = ctx.Recorder.For(eventSource)
 	}
-	c.handlers = []cache.Registration{
-		serviceInf.AddHandler(cache.Handler[*corev1.Service]{
-			OnAdd:    func(s *corev1.Service, _ bool) { c.queueService(s) },
-			OnUpdate: func(_, s *corev1.Service) { c.queueService(s) },
-			OnDelete: func(s *corev1.Service, _ bool) { c.queueService(s) },
-		}, ctx.ResyncPeriod()),
-		podInf.AddHandler(cache.Handler[*corev1.Pod]{
-			OnAdd:    func(p *corev1.Pod, _ bool) { c.podAdded(p) },
-			OnUpdate: c.podUpdated,
-			OnDelete: func(p *corev1.Pod, _ bool) { c.podAdded(p) },
-		}, 0),
-		nodeInf.AddHandler(cache.Handler[*corev1.Node]{
-			OnAdd:    c.nodeAdded,
-			OnUpdate: c.nodeUpdated,
-			OnDelete: func(n *corev1.Node, _ bool) { c.queueServicesOnNode(n.Name) },
-		}, 0),
-		sliceInf.AddHandler(cache.Handler[*discoveryv1.EndpointSlice]{
-			OnAdd:    func(s *discoveryv1.EndpointSlice, _ bool) { c.sliceAdded(s) },
-			OnUpdate: c.sliceUpdated,
-			OnDelete: func(s *discoveryv1.EndpointSlice, _ bool) { c.sliceDeleted(s) },
-		}, 0),
-	}
+	controller.For(c.loop, serviceInf)
+	// Pod, Node and slice events queue Services only for the changes that matter to them, and
+	// mostly after a delay (handlers.go).
+	controller.Watch(c.loop, podInf, cache.Handler[*corev1.Pod]{
+		OnAdd:    func(p *corev1.Pod, _ bool) { c.podAdded(p) },
+		OnUpdate: c.podUpdated,
+		OnDelete: func(p *corev1.Pod, _ bool) { c.podAdded(p) },
+	}, 0)
+	controller.Watch(c.loop, nodeInf, cache.Handler[*corev1.Node]{
+		OnAdd:    c.nodeAdded,
+		OnUpdate: c.nodeUpdated,
+		OnDelete: func(n *corev1.Node, _ bool) { c.queueServicesOnNode(n.Name) },
+	}, 0)
+	controller.Watch(c.loop, sliceInf, cache.Handler[*discoveryv1.EndpointSlice]{
+		OnAdd:    func(s *discoveryv1.EndpointSlice, _ bool) { c.sliceAdded(s) },
+		OnUpdate: c.sliceUpdated,
+		OnDelete: func(s *discoveryv1.EndpointSlice, _ bool) { c.sliceDeleted(s) },
+	}, 0)
 	return c, nil
 }
 
@@ -147,13 +188,14 @@ func indexByService(s *discoveryv1.EndpointSlice) ([]string, error) {
 }
 
 // Name implements controller.Controller.
-func (c *Controller) Name() string { return Entry.Name }
+func (c *Controller) Name() string { return Name }
 
-// Run waits for the informers' caches and its handlers, then syncs Services on workers goroutines until ctx is
+// Run waits for the informers' caches and its handlers, then syncs Services until ctx is
 // cancelled. When it returns, its goroutines have ended and its event handlers are removed.
 // Run must be called once.
-func (c *Controller) Run(ctx context.Context, workers int) error {
-	controller.Workers{Name: Entry.Name, Queue: c.queue, Count: workers, Sync: c.sync, Metrics: c.syncs,
-		Synced: c.synced, Handlers: c.handlers, Log: []any{"maxEndpointsPerSlice", c.maxEndpointsPerSlice}}.Run(ctx)
+func (c *Controller) Run(ctx context.Context) error {
+	// The loop logs its workers; the settings that shape the slices are logged here.
+	slog.Info("endpointslice settings", "maxEndpointsPerSlice", c.maxEndpointsPerSlice, "batchPeriod", c.batchPeriod)
+	c.loop.Run(ctx, workers.Ignore(c.sync))
 	return nil
 }

@@ -13,10 +13,6 @@ import (
 // The event handlers turn informer notifications into Service keys on the queue. They run on the
 // informers' handler goroutines, read only listers, and never block.
 
-func (c *Controller) queueService(s *corev1.Service) {
-	c.queue.Add(cache.MetaNamespaceKey(s))
-}
-
 // podAdded queues the Services selecting a pod that appeared or disappeared.
 func (c *Controller) podAdded(p *corev1.Pod) {
 	c.queueAfterBatch(c.servicesSelecting(p.Namespace, p.Labels))
@@ -85,7 +81,7 @@ func (c *Controller) servicesSelecting(ns string, podLabels map[string]string) m
 
 func (c *Controller) queueAfterBatch(keys map[string]bool) {
 	for k := range keys {
-		c.queue.AddAfter(k, c.batchPeriod)
+		c.loop.Queue.AddAfter(k, c.batchPeriod)
 	}
 }
 
@@ -154,7 +150,7 @@ func (c *Controller) sliceAdded(s *discoveryv1.EndpointSlice) {
 // of the slice's Service that found the informer behind them is retried at once.
 func (c *Controller) sliceCaughtUp(s *discoveryv1.EndpointSlice) {
 	if c.tracker.CaughtUp(s) {
-		c.queue.Add(serviceOf(s).String())
+		c.loop.Queue.Add(serviceOf(s).String())
 	}
 }
 
@@ -201,5 +197,5 @@ func (c *Controller) queueSliceService(s *discoveryv1.EndpointSlice) {
 	if name == "" {
 		return
 	}
-	c.queue.AddAfter(s.Namespace+"/"+name, max(minSliceChangeDelay, c.batchPeriod))
+	c.loop.Queue.AddAfter(s.Namespace+"/"+name, max(minSliceChangeDelay, c.batchPeriod))
 }

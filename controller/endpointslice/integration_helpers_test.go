@@ -68,18 +68,24 @@ type running struct {
 
 // startController runs an EndpointSlice controller, with its own informers, until the returned
 // stop is called (at the latest when the test ends); stop returns once everything it started has
-// ended.
-func startController(t *testing.T, cfg controller.Config) *running {
+// ended. It runs 2 workers; tune, when not nil, changes the settings (the Context's shared ones,
+// the controller's Options) before the controller is built.
+func startController(t *testing.T, tune func(*controller.Context, *Options)) *running {
 	t.Helper()
 	c, err := client.New(client.Config{Host: testServerURL, QPS: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cctx, err := controller.NewContext(c, cfg, nil)
+	cctx, err := controller.NewContext(c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctl, err := New(cctx)
+	o := DefaultOptions()
+	o.ConcurrentServiceEndpointSyncs = 2
+	if tune != nil {
+		tune(cctx, o)
+	}
+	ctl, err := New(cctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +94,7 @@ func startController(t *testing.T, cfg controller.Config) *running {
 	wg.Go(func() { cctx.Recorder.Run(ctx) })
 	cctx.Informers.Start(ctx)
 	wg.Go(func() {
-		if err := ctl.Run(ctx, 2); err != nil {
+		if err := ctl.Run(ctx); err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	})

@@ -23,7 +23,7 @@ import (
 // Pods in every state a Service's pods can be in converge to the endpoints Kubernetes writes.
 func TestIntegrationPodStates(t *testing.T) {
 	cl := newCluster(t)
-	startController(t, controller.Config{})
+	startController(t, nil)
 	n1, n2 := cl.node("n1", "zone-a"), cl.node("n2", "zone-b")
 	svc := cl.service("web")
 
@@ -76,7 +76,7 @@ func TestIntegrationPodStates(t *testing.T) {
 
 func TestIntegrationReadinessAndDeletion(t *testing.T) {
 	cl := newCluster(t)
-	startController(t, controller.Config{})
+	startController(t, nil)
 	n := cl.node("n", "zone-a")
 	cl.service("web")
 	cl.pod(podSpec{name: "a", app: "web", node: n, ips: []string{"10.3.0.1"}, ready: true})
@@ -109,7 +109,7 @@ func TestIntegrationReadinessAndDeletion(t *testing.T) {
 
 func TestIntegrationSplitAcrossSlices(t *testing.T) {
 	cl := newCluster(t)
-	startController(t, controller.Config{MaxEndpointsPerSlice: 3})
+	startController(t, func(_ *controller.Context, o *Options) { o.MaxEndpointsPerSlice = 3 })
 	n := cl.node("n", "zone-a")
 	cl.service("web")
 	var want []string
@@ -142,7 +142,7 @@ func TestIntegrationSplitAcrossSlices(t *testing.T) {
 
 func TestIntegrationPlaceholderAndHeadless(t *testing.T) {
 	cl := newCluster(t)
-	startController(t, controller.Config{})
+	startController(t, nil)
 	cl.service("empty")
 	cl.service("headless", func(s *corev1.Service) {
 		s.Spec.ClusterIP = corev1.ClusterIPNone
@@ -167,7 +167,7 @@ func TestIntegrationPlaceholderAndHeadless(t *testing.T) {
 // A converged Service is left alone: by resyncs, and by a restarted controller.
 func TestIntegrationNoWritesWhenNothingChanges(t *testing.T) {
 	cl := newCluster(t)
-	r := startController(t, controller.Config{MinResyncPeriod: 200 * time.Millisecond})
+	r := startController(t, func(cc *controller.Context, _ *Options) { cc.MinResyncPeriod = 200 * time.Millisecond })
 	n := cl.node("n", "zone-a")
 	cl.service("web", func(s *corev1.Service) {
 		s.Spec.TrafficDistribution = new(corev1.ServiceTrafficDistributionPreferClose)
@@ -203,7 +203,7 @@ func TestIntegrationNoWritesWhenNothingChanges(t *testing.T) {
 	}
 
 	r.stop()
-	r = startController(t, controller.Config{})
+	r = startController(t, nil)
 	time.Sleep(2 * time.Second) // the first syncs come at once; slice events after 1 s
 	for svc, rvs := range before {
 		if now := cl.resourceVersions(svc); !maps.Equal(now, rvs) {
@@ -218,7 +218,7 @@ func TestIntegrationNoWritesWhenNothingChanges(t *testing.T) {
 // Slices changed or deleted by someone else are put back.
 func TestIntegrationRepairsSlices(t *testing.T) {
 	cl := newCluster(t)
-	startController(t, controller.Config{})
+	startController(t, nil)
 	n := cl.node("n", "zone-a")
 	svc := cl.service("web")
 	cl.pod(podSpec{name: "a", app: "web", node: n, ips: []string{"10.6.0.1"}, ready: true})
@@ -316,7 +316,7 @@ func TestIntegrationRepairsSlices(t *testing.T) {
 // that does not declare it at all gets a slice without that port.
 func TestIntegrationNamedPorts(t *testing.T) {
 	cl := newCluster(t)
-	startController(t, controller.Config{})
+	startController(t, nil)
 	n := cl.node("n", "")
 	cl.service("web", func(s *corev1.Service) { s.Spec.Ports[0].TargetPort = intstr.FromString("web") })
 	withPort := func(port int32) []func(*corev1.Pod) {
@@ -340,7 +340,7 @@ func TestIntegrationNamedPorts(t *testing.T) {
 // A pod whose Node is missing is left out (and the failure reported) until the Node appears.
 func TestIntegrationMissingNode(t *testing.T) {
 	cl := newCluster(t)
-	startController(t, controller.Config{})
+	startController(t, nil)
 	n := cl.node("n", "zone-a")
 	later := cl.ns + "-later"
 	svc := cl.service("web")
@@ -370,7 +370,7 @@ func TestIntegrationMissingNode(t *testing.T) {
 
 func TestIntegrationTrafficDistribution(t *testing.T) {
 	cl := newCluster(t)
-	startController(t, controller.Config{})
+	startController(t, nil)
 	n := cl.node("n", "zone-a")
 	cl.service("web", func(s *corev1.Service) {
 		s.Spec.TrafficDistribution = new(corev1.ServiceTrafficDistributionPreferSameNode)
@@ -405,7 +405,7 @@ func TestIntegrationTrafficDistribution(t *testing.T) {
 // A pod relabelled from one Service's selector to another's moves between their slices.
 func TestIntegrationPodRelabelled(t *testing.T) {
 	cl := newCluster(t)
-	startController(t, controller.Config{EndpointSliceUpdatesBatchPeriod: 50 * time.Millisecond})
+	startController(t, func(_ *controller.Context, o *Options) { o.EndpointSliceUpdatesBatchPeriod = 50 * time.Millisecond })
 	n := cl.node("n", "zone-a")
 	cl.service("blue")
 	cl.service("green")
@@ -430,7 +430,7 @@ func TestIntegrationPodRelabelled(t *testing.T) {
 // Services the controller does not manage: ExternalName and selectorless ones get no slices.
 func TestIntegrationServicesWithoutSlices(t *testing.T) {
 	cl := newCluster(t)
-	startController(t, controller.Config{})
+	startController(t, nil)
 	cl.service("external", func(s *corev1.Service) {
 		s.Spec = corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "example.com"}
 	})
@@ -453,7 +453,7 @@ func TestIntegrationServicesWithoutSlices(t *testing.T) {
 // Once Run returns, nothing the controller started is still running.
 func TestIntegrationNoGoroutineLeft(t *testing.T) {
 	cl := newCluster(t)
-	r := startController(t, controller.Config{EndpointSliceUpdatesBatchPeriod: 100 * time.Millisecond})
+	r := startController(t, func(_ *controller.Context, o *Options) { o.EndpointSliceUpdatesBatchPeriod = 100 * time.Millisecond })
 	n := cl.node("n", "")
 	cl.service("web")
 	cl.pod(podSpec{name: "a", app: "web", node: n, ips: []string{"10.10.0.1"}, ready: true})

@@ -20,54 +20,72 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
-	"github.com/kplane/kplane/workqueue"
+	"github.com/kplane/kplane/reconcile"
+	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Name is the controller's name in --controllers and /healthz.
+// Name is the controller's short name (kube-controller-manager's alias for it, and its
+// loop's name), which --controllers also takes; Entry.Name is v1.36's name.
 const Name = "garbagecollector"
-
-// defaultWorkers is kube-controller-manager's --concurrent-gc-syncs default.
-// TODO: a --concurrent-gc-syncs flag (controller.Config) when the manager's flags grow.
-const defaultWorkers = 20
 
 // Entry registers the garbage collector with the controller manager.
 var Entry = controller.Entry{
-	Name:    Name,
-	Workers: func(controller.Config) int { return defaultWorkers },
-	New:     func(ctx *controller.Context) (controller.Controller, error) { return New(ctx) },
+	Name:    "garbage-collector-controller",
+	Aliases: []string{Name},
+	Options: func() controller.Options { return DefaultOptions() },
+	New:     controller.Build(New),
+}
+
+// Options are the garbage collector's settings.
+type Options struct {
+	// ConcurrentGCSyncs: objects synced at once (--concurrent-gc-syncs, 20).
+	ConcurrentGCSyncs int
+}
+
+// DefaultOptions returns kube-controller-manager v1.36's defaults.
+func DefaultOptions() *Options { return &Options{ConcurrentGCSyncs: 20} }
+
+// AddFlags binds o to kube-controller-manager's flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&o.ConcurrentGCSyncs, "concurrent-gc-syncs", o.ConcurrentGCSyncs, "workers of the garbage collector")
+}
+
+// Validate reports every invalid setting. Kubernetes checks nothing here, and at 0 it runs no
+// workers and so collects nothing; like every other controller's workers, at least one is
+// required.
+func (o *Options) Validate() []error {
+	if o.ConcurrentGCSyncs < 1 {
+		return []error{errors.New("--concurrent-gc-syncs must be at least 1")}
+	}
+	return nil
 }
 
 // Controller is the garbage collector.
 type Controller struct {
-	client   *client.Client
-	metrics  *controller.SyncMetrics
-	graph    *graph
-	kinds    map[schema.GroupKind]*kind
-	handlers []cache.Registration
-	queue    *workqueue.RateLimitingQueue[string] // object UIDs
+	client *client.Client
+	graph  *graph
+	kinds  map[schema.GroupKind]*kind
+	loop   *controller.Loop // its queue holds object UIDs
 
 	unknown sync.Map // schema.GroupKind → struct{}: owner kinds not served, logged once
 }
 
 // New builds the collector on ctx's shared informers, one per served kind, and registers its
 // handlers; the caller starts the informers, then calls Run.
-func New(ctx *controller.Context) (*Controller, error) {
+func New(ctx *controller.Context, o *Options) (*Controller, error) {
 	if ctx == nil || ctx.Client == nil || ctx.Informers == nil {
 		return nil, errors.New("garbage collector: the context needs a client and informers")
 	}
 	c := &Controller{
-		client:  ctx.Client,
-		metrics: ctx.Syncs,
-		graph:   newGraph(),
-		kinds:   map[schema.GroupKind]*kind{},
-		queue: workqueue.NewRateLimited[string](workqueue.DefaultControllerRateLimiter[string](),
-			workqueue.WithName(Name), workqueue.WithMetrics(ctx.QueueMetrics)),
+		client: ctx.Client,
+		graph:  newGraph(),
+		kinds:  map[schema.GroupKind]*kind{},
+		loop:   controller.NewLoop(ctx, Name, controller.WithWorkers(o.ConcurrentGCSyncs)),
 	}
 	c.watchAll(ctx.Informers)
 	return c, nil
@@ -76,27 +94,22 @@ func New(ctx *controller.Context) (*Controller, error) {
 // Name is the controller's registry name.
 func (c *Controller) Name() string { return Name }
 
-// Run waits until every watched kind is in the graph, then syncs with workers goroutines until
-// ctx is cancelled.
-func (c *Controller) Run(ctx context.Context, workers int) error {
-	var synced []func() bool
-	for _, k := range c.kinds {
-		synced = append(synced, k.synced)
-	}
-	controller.Workers{Name: Name, Queue: c.queue, Count: workers, Sync: c.sync, Metrics: c.metrics,
-		Synced: synced, Handlers: c.handlers, Log: []any{"kinds", len(c.kinds)}}.Run(ctx)
+// Run waits until every watched kind is in the graph (the loop waits for each kind's handler
+// to have seen its informer's initial list), then syncs until ctx is cancelled.
+func (c *Controller) Run(ctx context.Context) error {
+	c.loop.Run(ctx, reconcile.Ignore(c.sync))
 	return nil
 }
 
 func (c *Controller) observe(n *node) {
 	for _, uid := range c.graph.upsert(n) {
-		c.queue.Add(string(uid))
+		c.loop.Queue.Add(string(uid))
 	}
 }
 
 func (c *Controller) forget(uid types.UID) {
 	for _, u := range c.graph.remove(uid) {
-		c.queue.Add(string(u))
+		c.loop.Queue.Add(string(u))
 	}
 }
 
@@ -192,7 +205,7 @@ func (c *Controller) foreground(ctx context.Context, k *kind, n *node, deps []*n
 			blocked = true
 		}
 		if !d.deleting {
-			c.queue.Add(string(d.uid))
+			c.loop.Queue.Add(string(d.uid))
 		}
 	}
 	if blocked {

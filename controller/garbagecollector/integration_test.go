@@ -2,6 +2,7 @@ package garbagecollector
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,15 +23,17 @@ func TestMain(m *testing.M) {
 
 func start(t *testing.T) {
 	t.Helper()
-	cctx, err := controller.NewContext(c, controller.Config{}, nil)
+	cctx, err := controller.NewContext(c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctrl, err := New(cctx)
+	o := DefaultOptions()
+	o.ConcurrentGCSyncs = 2
+	ctrl, err := New(cctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	testserver.RunControllers(t, cctx, 2, ctrl)
+	testserver.RunControllers(t, cctx, ctrl)
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -201,4 +204,15 @@ func TestServiceEndpointSlices(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the slice to be collected", gone[*discoveryv1.EndpointSlice](t, "endpointslices", ns, "web-abc"))
+}
+
+func TestOptionsValidate(t *testing.T) {
+	if errs := DefaultOptions().Validate(); len(errs) > 0 {
+		t.Errorf("defaults: %v", errs)
+	}
+	o := DefaultOptions()
+	o.ConcurrentGCSyncs = 0
+	if errs := o.Validate(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "--concurrent-gc-syncs") {
+		t.Errorf("no workers: errors %v, want one naming --concurrent-gc-syncs", errs)
+	}
 }

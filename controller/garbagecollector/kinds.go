@@ -5,6 +5,7 @@ import (
 
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
+	"github.com/kplane/kplane/controller"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,7 +21,6 @@ type kind struct {
 	gvk        schema.GroupVersionKind
 	resource   string
 	namespaced bool
-	synced     func() bool
 	get        func(ctx context.Context, ns, name string) (metav1.Object, error)
 	delete     func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error
 	patch      func(ctx context.Context, ns, name string, pt types.PatchType, data []byte) error
@@ -70,13 +70,12 @@ func watch[T cache.Object](c *Controller, f *cache.Factory, resource string, nam
 			return err
 		},
 	}
-	reg := inf.AddHandler(cache.Handler[T]{
+	// The graph needs every change, and its keys are UIDs: a handler of its own.
+	controller.Watch(c.loop, inf, cache.Handler[T]{
 		OnAdd:    func(obj T, _ bool) { c.observe(nodeOf(obj, gvk)) },
 		OnUpdate: func(_, obj T) { c.observe(nodeOf(obj, gvk)) },
 		OnDelete: func(obj T, _ bool) { c.forget(obj.GetUID()) },
 	}, 0)
-	k.synced = func() bool { return inf.HasSynced() && reg.HasSynced() }
-	c.handlers = append(c.handlers, reg)
 	c.kinds[gvk.GroupKind()] = k
 }
 

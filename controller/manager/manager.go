@@ -82,10 +82,11 @@ func start(ctx context.Context, o Options, entries []controller.Entry, c *client
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	cctx, err := controller.NewContext(c, o.Config, reg)
+	cctx, err := controller.NewContext(c, reg)
 	if err != nil {
 		return nil, err
 	}
+	cctx.MinResyncPeriod, cctx.RootCAFile = o.MinResyncPeriod, o.RootCAFile
 	m := &Manager{opts: o, entries: entries, client: c, ctx: cctx, states: map[string]error{}, done: make(chan struct{}),
 		leading: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "leader_election_master_status", Help: "1 while this replica leads, 0 otherwise.",
@@ -149,7 +150,7 @@ func (m *Manager) lead(ctx context.Context) {
 		// the informers share one.
 		cctx := *m.ctx
 		cctx.Client = m.client.WithUserAgent("kplane-controller-manager/" + e.Name)
-		c, err := e.New(&cctx)
+		c, err := e.New(&cctx, m.opts.options(e))
 		if err != nil {
 			slog.Error("could not build controller", "controller", e.Name, "err", err)
 			m.setState(e.Name, fmt.Errorf("could not build: %w", err))
@@ -169,13 +170,12 @@ func (m *Manager) lead(ctx context.Context) {
 	}()
 	m.ctx.Informers.Start(ctx)
 	for _, r := range started {
-		workers := r.entry.Workers(m.ctx.Config)
 		m.setState(r.entry.Name, nil)
-		slog.Info("starting controller", "controller", r.entry.Name, "workers", workers)
+		slog.Info("starting controller", "controller", r.entry.Name)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := r.c.Run(ctx, workers); err != nil && ctx.Err() == nil {
+			if err := r.c.Run(ctx); err != nil && ctx.Err() == nil {
 				slog.Error("controller stopped", "controller", r.entry.Name, "err", err)
 				m.setState(r.entry.Name, err)
 			}

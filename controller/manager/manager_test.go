@@ -13,6 +13,7 @@ import (
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller/manager"
 	"github.com/kplane/kplane/internal/testserver"
+	"github.com/spf13/pflag"
 )
 
 var (
@@ -150,24 +151,47 @@ func TestTwoReplicasOneLeads(t *testing.T) {
 	eventually(t, "b to take over", func() bool { return strings.HasSuffix(metric(t, b, "leader_election_master_status"), " 1") })
 }
 
+// TestInvalidOptions: each controller's flags reach its own settings, and the manager refuses
+// to start with an invalid one, naming the flag; a disabled controller's settings are not
+// checked.
 func TestInvalidOptions(t *testing.T) {
-	for name, mutate := range map[string]func(*manager.Options){
-		"unknown controller":          func(o *manager.Options) { o.Controllers = []string{"*", "nope"} },
-		"unknown disabled controller": func(o *manager.Options) { o.Controllers = []string{"-nope"} },
-		"slice size 0":                func(o *manager.Options) { o.Config.MaxEndpointsPerSlice = 0 },
-		"slice size 1001":             func(o *manager.Options) { o.Config.MaxEndpointsPerSlice = 1001 },
-		"51 slice workers":            func(o *manager.Options) { o.Config.ConcurrentServiceEndpointSyncs = 51 },
-		"no endpoint workers":         func(o *manager.Options) { o.Config.ConcurrentEndpointSyncs = 0 },
-		"no namespace workers":        func(o *manager.Options) { o.Config.ConcurrentNamespaceSyncs = 0 },
-		"negative batch period":       func(o *manager.Options) { o.Config.EndpointUpdatesBatchPeriod = -time.Second },
-		"renew deadline too long":     func(o *manager.Options) { o.Election.RenewDeadline = time.Minute },
-		"port out of range":           func(o *manager.Options) { o.SecurePort = 70000 },
+	for name, tc := range map[string]struct {
+		args []string
+		want string // in the error; "" = accepted
+	}{
+		"unknown controller":          {[]string{"--controllers=*,nope"}, `unknown controller "nope"`},
+		"unknown disabled controller": {[]string{"--controllers=-nope"}, `unknown controller "nope"`},
+		"slice size 0":                {[]string{"--max-endpoints-per-slice=0"}, "--max-endpoints-per-slice"},
+		"slice size 1001":             {[]string{"--max-endpoints-per-slice=1001"}, "--max-endpoints-per-slice"},
+		"51 slice workers":            {[]string{"--concurrent-service-endpoint-syncs=51"}, "--concurrent-service-endpoint-syncs"},
+		"no endpoint workers":         {[]string{"--concurrent-endpoint-syncs=0"}, "--concurrent-endpoint-syncs"},
+		"no namespace workers":        {[]string{"--concurrent-namespace-syncs=0"}, "--concurrent-namespace-syncs"},
+		"negative batch period":       {[]string{"--endpoint-updates-batch-period=-1s"}, "--endpoint-updates-batch-period"},
+		"no resync":                   {[]string{"--min-resync-period=0"}, "--min-resync-period"},
+		"renew deadline too long":     {[]string{"--leader-elect-renew-deadline=1m"}, "renew"},
+		"port out of range":           {[]string{"--secure-port=70000"}, "--secure-port"},
+		"disabled controller's":       {[]string{"--controllers=*,-namespace", "--concurrent-namespace-syncs=0", "--secure-port=0", "--leader-elect=false"}, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			o := manager.DefaultOptions()
-			mutate(&o)
-			if _, err := manager.StartWithClient(context.Background(), o, c); err == nil {
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			err := o.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.want != "" && err == nil:
 				t.Error("accepted")
+			case tc.want != "" && !strings.Contains(err.Error(), tc.want):
+				t.Errorf("error %q does not name %q", err, tc.want)
+			}
+			if tc.want != "" {
+				if _, err := manager.StartWithClient(context.Background(), o, c); err == nil {
+					t.Error("started")
+				}
 			}
 		})
 	}

@@ -6,7 +6,6 @@ package manager
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -28,9 +27,15 @@ type Options struct {
 	Controllers  []string
 	KubeAPIQPS   float32
 	KubeAPIBurst int
-	Config       controller.Config
-	LeaderElect  bool
-	Election     leaderelection.Options
+	// MinResyncPeriod and RootCAFile are the settings every controller shares (see
+	// controller.Context).
+	MinResyncPeriod time.Duration
+	RootCAFile      string
+	// Controller holds each registered controller's own settings, by name, at their
+	// defaults in DefaultOptions; OptionsOf reads one with its type.
+	Controller  map[string]controller.Options
+	LeaderElect bool
+	Election    leaderelection.Options
 	// APIServerWait bounds the wait for the API server's /healthz before anything starts.
 	APIServerWait time.Duration
 }
@@ -39,16 +44,17 @@ type Options struct {
 // (seed 000's where those still hold: QPS 20, burst 30, MinResyncPeriod 12h).
 func DefaultOptions() Options {
 	return Options{
-		BindAddress:   "127.0.0.1",
-		SecurePort:    10257,
-		Profiling:     true,
-		Controllers:   []string{"*"},
-		KubeAPIQPS:    20,
-		KubeAPIBurst:  30,
-		Config:        controller.Config{}.Defaults(),
-		LeaderElect:   true,
-		Election:      leaderelection.DefaultOptions("kube-controller-manager"),
-		APIServerWait: 30 * time.Second,
+		BindAddress:     "127.0.0.1",
+		SecurePort:      10257,
+		Profiling:       true,
+		Controllers:     []string{"*"},
+		KubeAPIQPS:      20,
+		KubeAPIBurst:    30,
+		MinResyncPeriod: controller.DefaultMinResyncPeriod,
+		Controller:      defaultControllerOptions(),
+		LeaderElect:     true,
+		Election:        leaderelection.DefaultOptions("kube-controller-manager"),
+		APIServerWait:   30 * time.Second,
 	}
 }
 
@@ -59,28 +65,16 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "address of the health, metrics and profiling server")
 	fs.IntVar(&o.SecurePort, "secure-port", o.SecurePort, "port of the health, metrics and profiling server (plain HTTP; 0 = off)")
 	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve /debug/pprof")
-	fs.StringSliceVar(&o.Controllers, "controllers", o.Controllers, fmt.Sprintf("controllers to run: '*' for every default one, 'name' to add, '-name' to remove; known: %s", strings.Join(Names(), ", ")))
+	fs.StringSliceVar(&o.Controllers, "controllers", o.Controllers, "controllers to run: '*' for every one on by default, 'name' to add one, '-name' to remove one.\n"+controllerStates())
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "queries per second to the API server")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "burst of queries to the API server")
-	fs.IntVar(&o.Config.ConcurrentEndpointSyncs, "concurrent-endpoint-syncs", o.Config.ConcurrentEndpointSyncs, "workers of the endpoints controller")
-	fs.IntVar(&o.Config.ConcurrentServiceEndpointSyncs, "concurrent-service-endpoint-syncs", o.Config.ConcurrentServiceEndpointSyncs, "workers of the EndpointSlice controller (1–50)")
-	fs.IntVar(&o.Config.MaxEndpointsPerSlice, "max-endpoints-per-slice", o.Config.MaxEndpointsPerSlice, "endpoints in one EndpointSlice (1–1000)")
-	fs.DurationVar(&o.Config.EndpointUpdatesBatchPeriod, "endpoint-updates-batch-period", o.Config.EndpointUpdatesBatchPeriod, "delay before syncing a service after a pod change, to batch changes")
-	fs.DurationVar(&o.Config.EndpointSliceUpdatesBatchPeriod, "endpointslice-updates-batch-period", o.Config.EndpointSliceUpdatesBatchPeriod, "delay before syncing a service's slices after a pod change")
-	fs.DurationVar(&o.Config.MinResyncPeriod, "min-resync-period", o.Config.MinResyncPeriod, "informer resyncs happen at a random period between this and twice this")
-	fs.IntVar(&o.Config.ConcurrentNamespaceSyncs, "concurrent-namespace-syncs", o.Config.ConcurrentNamespaceSyncs, "workers of the namespace controller")
-	fs.DurationVar(&o.Config.NamespaceSyncPeriod, "namespace-sync-period", o.Config.NamespaceSyncPeriod, "how often the namespace controller looks at every namespace again")
-	fs.IntVar(&o.Config.ConcurrentReplicaSetSyncs, "concurrent-replicaset-syncs", o.Config.ConcurrentReplicaSetSyncs, "workers of the ReplicaSet controller")
-	fs.IntVar(&o.Config.ConcurrentRCSyncs, "concurrent-rc-syncs", o.Config.ConcurrentRCSyncs, "workers of the ReplicationController controller")
-	fs.IntVar(&o.Config.ConcurrentDeploymentSyncs, "concurrent-deployment-syncs", o.Config.ConcurrentDeploymentSyncs, "workers of the Deployment controller")
-	fs.Var(gcThreshold{&o.Config.TerminatedPodGCThreshold}, "terminated-pod-gc-threshold", "terminated pods kept before the pod garbage collector deletes the oldest (0 = never delete them)")
-	fs.DurationVar(&o.Config.NodeMonitorGracePeriod, "node-monitor-grace-period", o.Config.NodeMonitorGracePeriod, "how long a node may go without a heartbeat before it is marked unreachable")
-	fs.DurationVar(&o.Config.NodeMonitorPeriod, "node-monitor-period", o.Config.NodeMonitorPeriod, "how often the node lifecycle controller looks at every node")
-	fs.StringVar(&o.Config.ServiceAccountKeyFile, "service-account-private-key-file", o.Config.ServiceAccountKeyFile, "PEM private key (RSA or ECDSA) that signs the tokens of service-account token Secrets; empty turns the token controller off")
-	fs.StringVar(&o.Config.RootCAFile, "root-ca-file", o.Config.RootCAFile, "CA bundle published in every namespace's kube-root-ca.crt and put into service-account token Secrets (default: the kubeconfig's)")
-	fs.IntVar(&o.Config.ConcurrentSATokenSyncs, "concurrent-serviceaccount-token-syncs", o.Config.ConcurrentSATokenSyncs, "workers of the service-account token controller")
-	fs.DurationVar(&o.Config.PodEvictionTimeout, "pod-eviction-timeout", o.Config.PodEvictionTimeout, "how long pods stay on an unreachable or not-ready node before they are evicted (unless they tolerate it)")
-	fs.DurationVar(&o.Config.PVClaimBinderSyncPeriod, "pvclaimbinder-sync-period", o.Config.PVClaimBinderSyncPeriod, "how often the PersistentVolume binder looks at every volume and claim again")
+	fs.DurationVar(&o.MinResyncPeriod, "min-resync-period", o.MinResyncPeriod, "informer resyncs happen at a random period between this and twice this")
+	fs.StringVar(&o.RootCAFile, "root-ca-file", o.RootCAFile, "CA bundle published in every namespace's kube-root-ca.crt and put into service-account token Secrets (default: the kubeconfig's)")
+	for _, e := range Registry {
+		if opts := o.Controller[e.Name]; opts != nil {
+			opts.AddFlags(fs)
+		}
+	}
 	o.Election.AddFlags(fs, &o.LeaderElect, "runs controllers")
 }
 
@@ -90,42 +84,15 @@ func (o Options) Validate() error {
 	if _, err := o.enabled(); err != nil {
 		errs = append(errs, err.Error())
 	}
-	c := o.Config
-	if c.ConcurrentEndpointSyncs < 1 {
-		errs = append(errs, "--concurrent-endpoint-syncs must be at least 1")
+	if enabled, err := o.enabled(); err == nil {
+		for _, e := range enabled {
+			for _, err := range o.options(e).Validate() {
+				errs = append(errs, err.Error())
+			}
+		}
 	}
-	if c.ConcurrentServiceEndpointSyncs < 1 || c.ConcurrentServiceEndpointSyncs > 50 {
-		errs = append(errs, "--concurrent-service-endpoint-syncs must be between 1 and 50")
-	}
-	if c.MaxEndpointsPerSlice < 1 || c.MaxEndpointsPerSlice > 1000 {
-		errs = append(errs, "--max-endpoints-per-slice must be between 1 and 1000")
-	}
-	if c.EndpointUpdatesBatchPeriod < 0 || c.EndpointSliceUpdatesBatchPeriod < 0 {
-		errs = append(errs, "batch periods must not be negative")
-	}
-	if c.ConcurrentNamespaceSyncs < 1 {
-		errs = append(errs, "--concurrent-namespace-syncs must be at least 1")
-	}
-	if c.ConcurrentReplicaSetSyncs < 1 || c.ConcurrentRCSyncs < 1 {
-		errs = append(errs, "--concurrent-replicaset-syncs and --concurrent-rc-syncs must be at least 1")
-	}
-	if c.ConcurrentDeploymentSyncs < 1 {
-		errs = append(errs, "--concurrent-deployment-syncs must be at least 1")
-	}
-	if c.ConcurrentSATokenSyncs < 1 {
-		errs = append(errs, "--concurrent-serviceaccount-token-syncs must be at least 1")
-	}
-	if c.NamespaceSyncPeriod <= 0 {
-		errs = append(errs, "--namespace-sync-period must be positive")
-	}
-	if c.NodeMonitorGracePeriod <= 0 || c.NodeMonitorPeriod <= 0 || c.PodEvictionTimeout <= 0 {
-		errs = append(errs, "--node-monitor-grace-period, --node-monitor-period and --pod-eviction-timeout must be positive")
-	}
-	if c.MinResyncPeriod <= 0 {
+	if o.MinResyncPeriod <= 0 {
 		errs = append(errs, "--min-resync-period must be positive")
-	}
-	if c.PVClaimBinderSyncPeriod <= 0 {
-		errs = append(errs, "--pvclaimbinder-sync-period must be positive")
 	}
 	if o.SecurePort < 0 || o.SecurePort > 65535 {
 		errs = append(errs, "--secure-port must be between 0 and 65535")
@@ -187,6 +154,23 @@ func lookupName(name string) (string, bool) {
 	return "", false
 }
 
+// controllerStates lists the controllers for --help: each with its state and other names.
+func controllerStates() string {
+	var b strings.Builder
+	for _, e := range Registry {
+		state := "on by default"
+		if e.Disabled {
+			state = "off by default"
+		}
+		fmt.Fprintf(&b, "  %s (%s", e.Name, state)
+		if len(e.Aliases) > 0 {
+			fmt.Fprintf(&b, "; also %s", strings.Join(e.Aliases, ", "))
+		}
+		b.WriteString(")\n")
+	}
+	return "Known controllers:\n" + b.String()
+}
+
 // Names lists the registered controllers.
 func Names() []string {
 	var names []string
@@ -196,28 +180,30 @@ func Names() []string {
 	return names
 }
 
-// gcThreshold is --terminated-pod-gc-threshold: on the command line 0 turns the collection of
-// terminated pods off, as in kube-controller-manager; in controller.Config 0 means the default
-// and a negative value means off.
-type gcThreshold struct{ p *int }
-
-func (g gcThreshold) String() string {
-	if g.p == nil || *g.p < 0 {
-		return "0"
+func defaultControllerOptions() map[string]controller.Options {
+	m := map[string]controller.Options{}
+	for _, e := range Registry {
+		m[e.Name] = e.Options()
 	}
-	return strconv.Itoa(*g.p)
+	return m
 }
 
-func (g gcThreshold) Set(s string) error {
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 {
-		return fmt.Errorf("must be a whole number, 0 or more")
+// options returns the settings of e in o, its defaults when o has none (an Options not made
+// by DefaultOptions).
+func (o Options) options(e controller.Entry) controller.Options {
+	if opts := o.Controller[e.Name]; opts != nil {
+		return opts
 	}
-	if n == 0 {
-		n = -1
-	}
-	*g.p = n
-	return nil
+	return e.Options()
 }
 
-func (gcThreshold) Type() string { return "int" }
+// OptionsOf returns the settings o holds for the controller name, with their type O (a
+// pointer, as its Entry's Options returns them), to read or change before Start; name may
+// be an alias.
+func OptionsOf[O controller.Options](o Options, name string) (O, bool) {
+	if canonical, ok := lookupName(name); ok {
+		name = canonical
+	}
+	opts, ok := o.Controller[name].(O)
+	return opts, ok
+}

@@ -12,11 +12,12 @@ func TestControllerAliases(t *testing.T) {
 		has, lacks  string
 	}{
 		{[]string{"*"}, "serviceaccount-token-controller", ""},
+		{[]string{"endpoint", "endpointslice"}, "endpointslice-controller", "namespace-controller"},
 		{[]string{"*", "-serviceaccount-token"}, "root-ca-certificate-publisher-controller", "serviceaccount-token-controller"},
-		{[]string{"root-ca-cert-publisher"}, "root-ca-certificate-publisher-controller", "endpoint"},
-		{[]string{"*", "-root-ca-certificate-publisher-controller"}, "endpoint", "root-ca-certificate-publisher-controller"},
-		{[]string{"podgc"}, "pod-garbage-collector", "endpoint"},
-		{[]string{"*", "-pod-garbage-collector-controller"}, "endpoint", "pod-garbage-collector"},
+		{[]string{"root-ca-cert-publisher"}, "root-ca-certificate-publisher-controller", "endpoints-controller"},
+		{[]string{"*", "-root-ca-certificate-publisher-controller"}, "endpoints-controller", "root-ca-certificate-publisher-controller"},
+		{[]string{"podgc"}, "pod-garbage-collector-controller", "endpoints-controller"},
+		{[]string{"*", "-pod-garbage-collector-controller"}, "endpoints-controller", "pod-garbage-collector-controller"},
 	} {
 		o := DefaultOptions()
 		o.Controllers = tc.controllers

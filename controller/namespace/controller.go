@@ -19,26 +19,53 @@ import (
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
+	"github.com/kplane/kplane/reconcile"
 	"github.com/kplane/kplane/workqueue"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Name is the controller's name in --controllers, as in kube-controller-manager.
+// Name is the controller's short name (kube-controller-manager's alias for it, and its
+// loop's name), which --controllers also takes; Entry.Name is v1.36's name.
 const Name = "namespace"
 
 // Entry registers the controller with the manager.
 var Entry = controller.Entry{
-	Name:    Name,
-	Workers: func(c controller.Config) int { return c.ConcurrentNamespaceSyncs },
-	New: func(ctx *controller.Context) (controller.Controller, error) {
-		c, err := New(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return c, nil
-	},
+	Name:    "namespace-controller",
+	Aliases: []string{Name},
+	Options: func() controller.Options { return DefaultOptions() },
+	New:     controller.Build(New),
+}
+
+// Options are the controller's settings.
+type Options struct {
+	// ConcurrentSyncs: namespaces emptied at once (--concurrent-namespace-syncs, 10).
+	ConcurrentSyncs int
+	// SyncPeriod: how often every namespace is looked at again (--namespace-sync-period, 5m).
+	SyncPeriod time.Duration
+}
+
+// DefaultOptions returns kube-controller-manager v1.36's defaults.
+func DefaultOptions() *Options { return &Options{ConcurrentSyncs: 10, SyncPeriod: 5 * time.Minute} }
+
+// AddFlags binds o to kube-controller-manager's flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&o.ConcurrentSyncs, "concurrent-namespace-syncs", o.ConcurrentSyncs, "workers of the namespace controller")
+	fs.DurationVar(&o.SyncPeriod, "namespace-sync-period", o.SyncPeriod, "how often the namespace controller looks at every namespace again")
+}
+
+// Validate reports every invalid setting.
+func (o *Options) Validate() []error {
+	var errs []error
+	if o.ConcurrentSyncs < 1 {
+		errs = append(errs, errors.New("--concurrent-namespace-syncs must be at least 1"))
+	}
+	if o.SyncPeriod <= 0 {
+		errs = append(errs, errors.New("--namespace-sync-period must be positive"))
+	}
+	return errs
 }
 
 // Retry pacing: per namespace 5 ms doubling up to a minute (a stuck namespace is looked at
@@ -56,19 +83,17 @@ const settleDelay = 5 * time.Second
 
 // Controller queues the names of deleted namespaces; sync empties and finalizes them.
 type Controller struct {
-	client   *client.Client
-	metrics  *controller.SyncMetrics
-	nss      *cache.Informer[*corev1.Namespace]
-	handlers []cache.Registration
-	queue    *workqueue.RateLimitingQueue[string]
-	settle   time.Duration
+	client *client.Client
+	nss    *cache.Informer[*corev1.Namespace]
+	loop   *controller.Loop
+	settle time.Duration
 	// heldWait: how long to expect objects held by finalizers to take (finalizerEstimate).
 	heldWait time.Duration
 	now      func() time.Time
 }
 
 // New builds the controller on ctx's shared namespace informer.
-func New(ctx *controller.Context) (*Controller, error) {
+func New(ctx *controller.Context, o *Options) (*Controller, error) {
 	if ctx == nil || ctx.Client == nil || ctx.Informers == nil {
 		return nil, errors.New("namespace controller: the context needs a client and informers")
 	}
@@ -78,34 +103,30 @@ func New(ctx *controller.Context) (*Controller, error) {
 	)
 	c := &Controller{
 		client:   ctx.Client,
-		metrics:  ctx.Syncs,
 		nss:      cache.For[*corev1.Namespace](ctx.Informers, "namespaces"),
-		queue:    workqueue.NewRateLimited[string](limiter, workqueue.WithName(Name), workqueue.WithMetrics(ctx.QueueMetrics)),
+		loop:     controller.NewLoop(ctx, Name, controller.WithWorkers(o.ConcurrentSyncs), controller.WithRateLimiter(limiter)),
 		settle:   settleDelay,
 		heldWait: finalizerEstimate,
 		now:      time.Now,
 	}
 	queue := func(ns *corev1.Namespace) {
 		if ns.DeletionTimestamp != nil {
-			c.queue.AddAfter(ns.Name, c.settle)
+			c.loop.Queue.AddAfter(ns.Name, c.settle)
 		}
 	}
-	c.handlers = []cache.Registration{
-		c.nss.AddHandler(cache.Handler[*corev1.Namespace]{
-			OnAdd:    func(ns *corev1.Namespace, _ bool) { queue(ns) },
-			OnUpdate: func(_, ns *corev1.Namespace) { queue(ns) },
-		}, ctx.Config.Defaults().NamespaceSyncPeriod),
-	}
+	controller.Watch(c.loop, c.nss, cache.Handler[*corev1.Namespace]{
+		OnAdd:    func(ns *corev1.Namespace, _ bool) { queue(ns) },
+		OnUpdate: func(_, ns *corev1.Namespace) { queue(ns) },
+	}, o.SyncPeriod)
 	return c, nil
 }
 
-// Name is the controller's name in --controllers.
+// Name is the controller's short name.
 func (c *Controller) Name() string { return Name }
 
-// Run waits for the cache and syncs with workers goroutines until ctx is cancelled.
-func (c *Controller) Run(ctx context.Context, workers int) error {
-	controller.Workers{Name: Name, Queue: c.queue, Count: workers, Sync: c.sync, Metrics: c.metrics,
-		Synced: []func() bool{c.nss.HasSynced}, Handlers: c.handlers}.Run(ctx)
+// Run waits for the cache and syncs until ctx is cancelled.
+func (c *Controller) Run(ctx context.Context) error {
+	c.loop.Run(ctx, c.sync)
 	return nil
 }
 
@@ -117,13 +138,12 @@ func (e *remainingError) Error() string {
 	return fmt.Sprintf("content remains in the namespace, expected gone within %s", e.estimate)
 }
 
-func (c *Controller) sync(ctx context.Context, name string) error {
+func (c *Controller) sync(ctx context.Context, name string) (reconcile.Result, error) {
 	err := c.syncNamespace(ctx, name)
 	if re := (*remainingError)(nil); errors.As(err, &re) {
-		c.queue.AddAfter(name, re.estimate/2+time.Second)
-		return nil
+		return reconcile.After(re.estimate/2 + time.Second), nil
 	}
-	return err
+	return reconcile.Result{}, err
 }
 
 // syncNamespace reads the namespace from the API server (the cache may lag what another

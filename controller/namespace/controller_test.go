@@ -45,17 +45,17 @@ func TestMain(m *testing.M) {
 // goroutine it started.
 func start(t *testing.T, cl *client.Client) (stop func()) {
 	t.Helper()
-	cctx, err := controller.NewContext(cl, controller.Config{}, nil)
+	cctx, err := controller.NewContext(cl, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctrl, err := New(cctx)
+	ctrl, err := New(cctx, DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctrl.settle = 0
 	ctrl.heldWait = 200 * time.Millisecond
-	return testserver.RunControllers(t, cctx, 2, ctrl)
+	return testserver.RunControllers(t, cctx, ctrl)
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

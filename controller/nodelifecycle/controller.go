@@ -31,6 +31,7 @@ import (
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
 	"github.com/kplane/kplane/events"
+	"github.com/spf13/pflag"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,7 +39,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Name is the controller's name in --controllers.
+// Name is the controller's short name (kube-controller-manager's alias for it, and its
+// loop's name), which --controllers also takes; Entry.Name is v1.36's name.
 const Name = "nodelifecycle"
 
 // LeaseNamespace holds the nodes' heartbeat Leases, one per node, named after it.
@@ -49,15 +51,42 @@ const evictionInterval = 10 * time.Second
 
 // Entry registers the controller with the manager. It has one loop, not workers.
 var Entry = controller.Entry{
-	Name:    Name,
-	Workers: func(controller.Config) int { return 1 },
-	New: func(ctx *controller.Context) (controller.Controller, error) {
-		c, err := New(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return c, nil
-	},
+	Name:    "node-lifecycle-controller",
+	Aliases: []string{Name},
+	Options: func() controller.Options { return DefaultOptions() },
+	New:     controller.Build(New),
+}
+
+// Options are the controller's settings.
+type Options struct {
+	// NodeMonitorGracePeriod: how long a node may go without a heartbeat (Lease renewal or
+	// Ready condition update) before it is marked unreachable (--node-monitor-grace-period, 50s).
+	NodeMonitorGracePeriod time.Duration
+	// NodeMonitorPeriod: how often every node is looked at (--node-monitor-period, 5s).
+	NodeMonitorPeriod time.Duration
+	// PodEvictionTimeout: how long pods that do not tolerate the unreachable or not-ready taint
+	// stay on such a node before they are evicted (--pod-eviction-timeout, 5m, seed 000's).
+	PodEvictionTimeout time.Duration
+}
+
+// DefaultOptions returns kube-controller-manager v1.36's defaults.
+func DefaultOptions() *Options {
+	return &Options{NodeMonitorGracePeriod: 50 * time.Second, NodeMonitorPeriod: 5 * time.Second, PodEvictionTimeout: 5 * time.Minute}
+}
+
+// AddFlags binds o to kube-controller-manager's flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.DurationVar(&o.NodeMonitorGracePeriod, "node-monitor-grace-period", o.NodeMonitorGracePeriod, "how long a node may go without a heartbeat before it is marked unreachable")
+	fs.DurationVar(&o.NodeMonitorPeriod, "node-monitor-period", o.NodeMonitorPeriod, "how often the node lifecycle controller looks at every node")
+	fs.DurationVar(&o.PodEvictionTimeout, "pod-eviction-timeout", o.PodEvictionTimeout, "how long pods stay on an unreachable or not-ready node before they are evicted (unless they tolerate it)")
+}
+
+// Validate reports every invalid setting.
+func (o *Options) Validate() []error {
+	if o.NodeMonitorGracePeriod <= 0 || o.NodeMonitorPeriod <= 0 || o.PodEvictionTimeout <= 0 {
+		return []error{errors.New("--node-monitor-grace-period, --node-monitor-period and --pod-eviction-timeout must be positive")}
+	}
+	return nil
 }
 
 // Controller is the node lifecycle controller.
@@ -70,6 +99,7 @@ type Controller struct {
 	period   time.Duration
 	timeout  time.Duration
 	now      func() time.Time
+	loop     *controller.Loop
 
 	// Used by the one monitoring goroutine only.
 	monitor *monitor
@@ -77,41 +107,42 @@ type Controller struct {
 }
 
 // New builds the controller on ctx's shared informers (nodes, leases, pods).
-func New(ctx *controller.Context) (*Controller, error) {
+func New(ctx *controller.Context, o *Options) (*Controller, error) {
 	if ctx == nil || ctx.Client == nil || ctx.Informers == nil {
 		return nil, errors.New("node lifecycle controller: the context needs a client and informers")
 	}
-	cfg := ctx.Config.Defaults()
-	if cfg.NodeMonitorPeriod < 0 || cfg.NodeMonitorGracePeriod < 0 || cfg.PodEvictionTimeout < 0 {
-		return nil, errors.New("node lifecycle controller: periods must not be negative")
+	if err := errors.Join(o.Validate()...); err != nil {
+		return nil, fmt.Errorf("node lifecycle controller: %w", err)
 	}
 	c := &Controller{
 		client:  ctx.Client,
 		nodes:   cache.For[*corev1.Node](ctx.Informers, "nodes"),
 		leases:  cache.For[*coordinationv1.Lease](ctx.Informers, "leases"),
 		pods:    cache.For[*corev1.Pod](ctx.Informers, "pods"),
-		period:  cfg.NodeMonitorPeriod,
-		timeout: cfg.PodEvictionTimeout,
+		period:  o.NodeMonitorPeriod,
+		timeout: o.PodEvictionTimeout,
 		now:     time.Now,
-		monitor: newMonitor(cfg.NodeMonitorGracePeriod),
+		loop:    controller.NewLoop(ctx, Name),
+		monitor: newMonitor(o.NodeMonitorGracePeriod),
 		limiter: &limiter{interval: evictionInterval},
 	}
 	if ctx.Recorder != nil {
 		c.recorder = ctx.Recorder.For("node-controller")
 	}
+	// One pass over the caches at a time: no handlers, no queue.
+	c.loop.Reads(c.nodes.HasSynced, c.leases.HasSynced, c.pods.HasSynced)
+	c.loop.Every(c.period, func(ctx context.Context) { c.pass(ctx, c.now()) })
 	return c, nil
 }
 
-// Name is the controller's name in --controllers.
+// Name is the controller's short name.
 func (c *Controller) Name() string { return Name }
 
-// Run waits for the caches, then monitors every period until ctx is cancelled. workers is
-// ignored: one pass at a time.
-func (c *Controller) Run(ctx context.Context, _ int) error {
+// Run waits for the caches, then monitors every period until ctx is cancelled.
+func (c *Controller) Run(ctx context.Context) error {
 	slog.Info("starting node lifecycle controller", "grace", c.monitor.grace, "period", c.period, "evictionTimeout", c.timeout)
 	defer slog.Info("node lifecycle controller stopped")
-	controller.RunEvery(ctx, c.period, []func() bool{c.nodes.HasSynced, c.leases.HasSynced, c.pods.HasSynced},
-		func(ctx context.Context) { c.pass(ctx, c.now()) })
+	c.loop.Run(ctx, nil)
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
 	"github.com/kplane/kplane/internal/testserver"
+	"github.com/spf13/pflag"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -124,15 +125,47 @@ func makePod(t *testing.T, ctx context.Context, ns, name, node string, tols ...c
 	}
 }
 
+// TestOptions: the three periods from their flags, each required positive.
+func TestOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want Options
+		errs int
+	}{
+		{"defaults", nil, Options{50 * time.Second, 5 * time.Second, 5 * time.Minute}, 0},
+		{"set", []string{"--node-monitor-grace-period=40s", "--node-monitor-period=1s", "--pod-eviction-timeout=2m"},
+			Options{40 * time.Second, time.Second, 2 * time.Minute}, 0},
+		{"zero grace", []string{"--node-monitor-grace-period=0"}, Options{0, 5 * time.Second, 5 * time.Minute}, 1},
+		{"zero period", []string{"--node-monitor-period=0s"}, Options{50 * time.Second, 0, 5 * time.Minute}, 1},
+		{"negative timeout", []string{"--pod-eviction-timeout=-1m"}, Options{50 * time.Second, 5 * time.Second, -time.Minute}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := DefaultOptions()
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			if *o != tc.want {
+				t.Errorf("options %+v, want %+v", *o, tc.want)
+			}
+			if errs := o.Validate(); len(errs) != tc.errs {
+				t.Errorf("Validate: %v, want %d errors", errs, tc.errs)
+			}
+		})
+	}
+}
+
 func startController(t *testing.T, ctx context.Context) *Controller {
 	t.Helper()
-	cctx, err := controller.NewContext(c, controller.Config{
-		NodeMonitorGracePeriod: 2 * time.Second, NodeMonitorPeriod: 200 * time.Millisecond, PodEvictionTimeout: 2 * time.Second,
-	}, nil)
+	cctx, err := controller.NewContext(c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	nlc, err := New(cctx)
+	nlc, err := New(cctx, &Options{
+		NodeMonitorGracePeriod: 2 * time.Second, NodeMonitorPeriod: 200 * time.Millisecond, PodEvictionTimeout: 2 * time.Second,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +175,7 @@ func startController(t *testing.T, ctx context.Context) *Controller {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := nlc.Run(ctx, 1); err != nil {
+		if err := nlc.Run(ctx); err != nil {
 			t.Error(err)
 		}
 	}()

@@ -22,28 +22,61 @@ import (
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Name is the controller's name in --controllers, as in kube-controller-manager.
-const Name = "pod-garbage-collector"
+// Name is the controller's short name (of its loop and logs), which --controllers also takes.
+const Name = "podgc"
 
 // Entry registers the controller with the manager. It has one loop, not workers.
 var Entry = controller.Entry{
-	Name: Name,
-	// v1.36's name for it and its alias.
-	Aliases: []string{"pod-garbage-collector-controller", "podgc"},
-	Workers: func(controller.Config) int { return 1 },
-	New: func(ctx *controller.Context) (controller.Controller, error) {
-		c, err := New(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return c, nil
-	},
+	Name:    "pod-garbage-collector-controller",
+	Aliases: []string{Name},
+	Options: func() controller.Options { return DefaultOptions() },
+	New:     controller.Build(New),
+}
+
+// Options are the collector's settings.
+type Options struct {
+	// TerminatedPodGCThreshold: terminated pods kept before the oldest are deleted
+	// (--terminated-pod-gc-threshold, 12500); 0 keeps them all.
+	TerminatedPodGCThreshold int
+	// PodGCPeriod: how often every pod is looked at (20s; kube-controller-manager has no
+	// flag for it).
+	PodGCPeriod time.Duration
+	// PodGCQuarantine: how long a node must stay missing before its pods are deleted (40s; no
+	// flag either), so that a node registering a moment late does not lose its pods.
+	PodGCQuarantine time.Duration
+}
+
+// DefaultOptions returns kube-controller-manager v1.36's defaults.
+func DefaultOptions() *Options {
+	return &Options{TerminatedPodGCThreshold: 12500, PodGCPeriod: 20 * time.Second, PodGCQuarantine: 40 * time.Second}
+}
+
+// AddFlags binds o to kube-controller-manager's flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&o.TerminatedPodGCThreshold, "terminated-pod-gc-threshold", o.TerminatedPodGCThreshold, "terminated pods kept before the pod garbage collector deletes the oldest (0 = never delete them)")
+}
+
+// Validate reports every invalid setting.
+func (o *Options) Validate() []error {
+	var errs []error
+	if o.TerminatedPodGCThreshold < 0 {
+		errs = append(errs, errors.New("--terminated-pod-gc-threshold must be a whole number, 0 or more"))
+	}
+	// No flags set these, but a caller may: a period of 0 would make the pass loop panic.
+	if o.PodGCPeriod <= 0 {
+		errs = append(errs, errors.New("PodGCPeriod must be positive"))
+	}
+	if o.PodGCQuarantine < 0 {
+		errs = append(errs, errors.New("PodGCQuarantine must not be negative"))
+	}
+	return errs
 }
 
 // parallelDeletes bounds the deletions in flight during one pass.
@@ -57,37 +90,43 @@ type Controller struct {
 	client     *client.Client
 	pods       *cache.Informer[*corev1.Pod]
 	nodes      *cache.Informer[*corev1.Node]
-	threshold  int // < 1: terminated pods are kept
+	threshold  int // 0: terminated pods are kept
 	period     time.Duration
 	quarantine *quarantine
+	loop       *controller.Loop
 }
 
 // New builds the controller on ctx's shared informers (pods, nodes).
-func New(ctx *controller.Context) (*Controller, error) {
+func New(ctx *controller.Context, o *Options) (*Controller, error) {
 	if ctx == nil || ctx.Client == nil || ctx.Informers == nil {
 		return nil, errors.New("pod garbage collector: the context needs a client and informers")
 	}
-	cfg := ctx.Config.Defaults()
-	return &Controller{
+	if err := errors.Join(o.Validate()...); err != nil {
+		return nil, fmt.Errorf("pod garbage collector: %w", err)
+	}
+	c := &Controller{
 		client:     ctx.Client,
 		pods:       cache.For[*corev1.Pod](ctx.Informers, "pods"),
 		nodes:      cache.For[*corev1.Node](ctx.Informers, "nodes"),
-		threshold:  cfg.TerminatedPodGCThreshold,
-		period:     cfg.PodGCPeriod,
-		quarantine: newQuarantine(cfg.PodGCQuarantine),
-	}, nil
+		threshold:  o.TerminatedPodGCThreshold,
+		period:     o.PodGCPeriod,
+		quarantine: newQuarantine(o.PodGCQuarantine),
+		loop:       controller.NewLoop(ctx, Name),
+	}
+	// One pass over the caches at a time is enough: no handlers, no queue.
+	c.loop.Reads(c.pods.HasSynced, c.nodes.HasSynced)
+	c.loop.Every(c.period, func(ctx context.Context) { c.collect(ctx, time.Now()) })
+	return c, nil
 }
 
-// Name is the controller's name in --controllers.
+// Name is the controller's short name.
 func (c *Controller) Name() string { return Name }
 
-// Run waits for the caches, then collects every period until ctx is cancelled. workers is
-// ignored: one pass at a time is enough.
-func (c *Controller) Run(ctx context.Context, _ int) error {
+// Run waits for the caches, then collects every period until ctx is cancelled.
+func (c *Controller) Run(ctx context.Context) error {
 	slog.Info("starting pod garbage collector", "threshold", c.threshold, "period", c.period)
 	defer slog.Info("pod garbage collector stopped")
-	controller.RunEvery(ctx, c.period, []func() bool{c.pods.HasSynced, c.nodes.HasSynced},
-		func(ctx context.Context) { c.collect(ctx, time.Now()) })
+	c.loop.Run(ctx, nil)
 	return nil
 }
 

@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
 	"github.com/kplane/kplane/internal/testserver"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -42,6 +44,46 @@ func names(pods []*corev1.Pod) []string {
 		out = append(out, p.Name)
 	}
 	return out
+}
+
+// TestOptions: --terminated-pod-gc-threshold as given on the command line (0: keep every
+// terminated pod), and what Validate refuses.
+func TestOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		edit      func(*Options)
+		threshold int
+		errs      int
+	}{
+		{"defaults", nil, nil, 12500, 0},
+		{"threshold", []string{"--terminated-pod-gc-threshold=100"}, nil, 100, 0},
+		{"0 keeps them all", []string{"--terminated-pod-gc-threshold=0"}, nil, 0, 0},
+		{"negative", []string{"--terminated-pod-gc-threshold=-1"}, nil, -1, 1},
+		{"no period", nil, func(o *Options) { o.PodGCPeriod = 0 }, 12500, 1},
+		{"negative quarantine", nil, func(o *Options) { o.PodGCQuarantine = -time.Second }, 12500, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := DefaultOptions()
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			if tc.edit != nil {
+				tc.edit(o)
+			}
+			if o.TerminatedPodGCThreshold != tc.threshold {
+				t.Errorf("threshold %d, want %d", o.TerminatedPodGCThreshold, tc.threshold)
+			}
+			if errs := o.Validate(); len(errs) != tc.errs {
+				t.Errorf("Validate: %v, want %d errors", errs, tc.errs)
+			}
+		})
+	}
+	if _, err := New(&controller.Context{Client: c, Informers: cache.NewFactory(c, "")}, &Options{TerminatedPodGCThreshold: -1, PodGCPeriod: time.Second}); err == nil {
+		t.Error("New with a negative threshold: no error")
+	}
 }
 
 func TestTerminatedToDelete(t *testing.T) {
@@ -134,17 +176,17 @@ func TestQuarantine(t *testing.T) {
 	}
 }
 
-func start(t *testing.T, cfg controller.Config) {
+func start(t *testing.T, o *Options) {
 	t.Helper()
-	cctx, err := controller.NewContext(c, cfg, nil)
+	cctx, err := controller.NewContext(c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctrl, err := New(cctx)
+	ctrl, err := New(cctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	testserver.RunControllers(t, cctx, 1, ctrl)
+	testserver.RunControllers(t, cctx, ctrl)
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -191,7 +233,9 @@ func TestCollect(t *testing.T) {
 	mk("done-3", nodeName, corev1.PodSucceeded)
 	mk("running", nodeName, corev1.PodRunning)
 
-	start(t, controller.Config{TerminatedPodGCThreshold: 2, PodGCPeriod: 50 * time.Millisecond, PodGCQuarantine: 300 * time.Millisecond})
+	o := DefaultOptions()
+	o.TerminatedPodGCThreshold, o.PodGCPeriod, o.PodGCQuarantine = 2, 50*time.Millisecond, 300*time.Millisecond
+	start(t, o)
 	left := func() []string {
 		list, err := pods.List(ctx, metav1.ListOptions{})
 		if err != nil {

@@ -17,34 +17,32 @@ import (
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
 	"github.com/kplane/kplane/events"
-	"github.com/kplane/kplane/workqueue"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// Controller keeps the pods of every owner of one kind (T) in step with its spec. The queue
-// holds owner keys ("ns/name"); handlers only queue keys and settle expectations.
+// Controller keeps the pods of every owner of one kind (T) in step with its spec. The loop's
+// queue holds owner keys ("ns/name"); handlers only queue keys and settle expectations.
 type Controller[T cache.Object] struct {
 	kind     Kind[T]
 	client   *client.Client
 	recorder *events.Recorder
-	metrics  *controller.SyncMetrics
 
-	owners   *cache.Informer[T]
-	pods     *cache.Informer[*corev1.Pod]
-	handlers []cache.Registration
+	owners *cache.Informer[T]
+	pods   *cache.Informer[*corev1.Pod]
 
-	queue *workqueue.RateLimitingQueue[string]
-	exp   *expectations
+	loop *controller.Loop
+	exp  *expectations
 	// burst bounds the creations or deletions of one sync.
 	burst int
 	now   func() time.Time
 }
 
-// New builds the controller for kind k on ctx's shared informers and registers its handlers;
-// the caller starts the informers, then calls Run.
-func New[T cache.Object](ctx *controller.Context, k Kind[T]) (*Controller[T], error) {
+// New builds the controller for kind k with settings o (DefaultOptions(k) and the flags) on
+// ctx's shared informers and registers its handlers; the caller starts the informers, then
+// calls Run.
+func New[T cache.Object](ctx *controller.Context, k Kind[T], o *Options) (*Controller[T], error) {
 	if ctx == nil || ctx.Client == nil || ctx.Informers == nil {
 		return nil, fmt.Errorf("%s controller: the context needs a client and informers", k.Name)
 	}
@@ -56,42 +54,40 @@ func New[T cache.Object](ctx *controller.Context, k Kind[T]) (*Controller[T], er
 		kind:     k,
 		client:   ctx.Client,
 		recorder: recorder,
-		metrics:  ctx.Syncs,
 		owners:   cache.For[T](ctx.Informers, k.Resource),
 		pods:     cache.For[*corev1.Pod](ctx.Informers, "pods"),
-		queue: workqueue.NewRateLimited[string](workqueue.DefaultControllerRateLimiter[string](),
-			workqueue.WithName(k.Name), workqueue.WithMetrics(ctx.QueueMetrics)),
-		exp:   newExpectations(nil),
-		burst: BurstReplicas,
-		now:   time.Now,
+		loop:     controller.NewLoop(ctx, k.Name, controller.WithWorkers(o.ConcurrentSyncs)),
+		exp:      newExpectations(nil),
+		burst:    BurstReplicas,
+		now:      time.Now,
 	}
-	c.handlers = []cache.Registration{
-		c.owners.AddHandler(cache.Handler[T]{
-			OnAdd:    func(o T, _ bool) { c.enqueue(o) },
-			OnUpdate: func(_, o T) { c.enqueue(o) },
-			OnDelete: func(o T, _ bool) {
-				c.exp.Forget(cache.MetaNamespaceKey(o))
-				c.enqueue(o)
-			},
-		}, ctx.ResyncPeriod()),
-		c.pods.AddHandler(cache.Handler[*corev1.Pod]{
-			OnAdd:    func(p *corev1.Pod, _ bool) { c.addPod(p) },
-			OnUpdate: c.updatePod,
-			OnDelete: func(p *corev1.Pod, _ bool) { c.deletePod(p) },
-		}, 0),
-	}
+	// Not For: a deleted owner's expectations go with it.
+	controller.Watch(c.loop, c.owners, cache.Handler[T]{
+		OnAdd:    func(o T, _ bool) { c.enqueue(o) },
+		OnUpdate: func(_, o T) { c.enqueue(o) },
+		OnDelete: func(o T, _ bool) {
+			c.exp.Forget(cache.MetaNamespaceKey(o))
+			c.enqueue(o)
+		},
+	}, ctx.ResyncPeriod())
+	// Not Owns: pod events settle expectations, orphans queue the owners that may adopt them,
+	// and a pod becoming ready queues its owner again when it becomes available.
+	controller.Watch(c.loop, c.pods, cache.Handler[*corev1.Pod]{
+		OnAdd:    func(p *corev1.Pod, _ bool) { c.addPod(p) },
+		OnUpdate: c.updatePod,
+		OnDelete: func(p *corev1.Pod, _ bool) { c.deletePod(p) },
+	}, 0)
 	return c, nil
 }
 
-// Name is the controller's name in --controllers.
+// Name is the controller's short name.
 func (c *Controller[T]) Name() string { return c.kind.Name }
 
-func (c *Controller[T]) enqueue(o T) { c.queue.Add(cache.MetaNamespaceKey(o)) }
+func (c *Controller[T]) enqueue(o T) { c.loop.Queue.Add(cache.MetaNamespaceKey(o)) }
 
-// Run waits for the caches and syncs with workers goroutines until ctx is cancelled.
-func (c *Controller[T]) Run(ctx context.Context, workers int) error {
-	controller.Workers{Name: c.kind.Name, Queue: c.queue, Count: workers, Sync: c.sync, Metrics: c.metrics,
-		Synced: []func() bool{c.owners.HasSynced, c.pods.HasSynced}, Handlers: c.handlers}.Run(ctx)
+// Run waits for the caches and syncs until ctx is cancelled.
+func (c *Controller[T]) Run(ctx context.Context) error {
+	c.loop.Run(ctx, c.sync)
 	return nil
 }
 
@@ -137,7 +133,7 @@ func (c *Controller[T]) addPod(pod *corev1.Pod) {
 		if o, ok := c.ownerOf(pod.Namespace, ref); ok {
 			key := cache.MetaNamespaceKey(o)
 			c.exp.CreationObserved(key)
-			c.queue.Add(key)
+			c.loop.Queue.Add(key)
 		}
 		return
 	}
@@ -170,7 +166,7 @@ func (c *Controller[T]) updatePod(old, cur *corev1.Pod) {
 			// A pod that just became ready becomes available after minReadySeconds:
 			// look again then.
 			if mrs := c.kind.MinReadySeconds(o); mrs > 0 && !readySince(old).ok && readySince(cur).ok {
-				c.queue.AddAfter(cache.MetaNamespaceKey(o), time.Duration(mrs)*time.Second+time.Second)
+				c.loop.Queue.AddAfter(cache.MetaNamespaceKey(o), time.Duration(mrs)*time.Second+time.Second)
 			}
 		}
 		return
@@ -197,7 +193,7 @@ func (c *Controller[T]) deletePod(pod *corev1.Pod) {
 	}
 	key := cache.MetaNamespaceKey(o)
 	c.exp.DeletionObserved(key, cache.MetaNamespaceKey(pod))
-	c.queue.Add(key)
+	c.loop.Queue.Add(key)
 }
 
 // event records an event about the owner, when there is a recorder.

@@ -90,11 +90,13 @@ func (w *podWatch) max() int {
 func startController[T cache.Object](t *testing.T, k Kind[T]) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	cctx, err := controller.NewContext(c, controller.Config{}, nil)
+	cctx, err := controller.NewContext(c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctrl, err := New(cctx, k)
+	o := DefaultOptions(k)
+	o.ConcurrentSyncs = 2
+	ctrl, err := New(cctx, k, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +104,7 @@ func startController[T cache.Object](t *testing.T, k Kind[T]) {
 	done := make(chan struct{}, 2)
 	go func() { cctx.Recorder.Run(ctx); done <- struct{}{} }()
 	go func() {
-		if err := ctrl.Run(ctx, 2); err != nil {
+		if err := ctrl.Run(ctx); err != nil {
 			t.Errorf("Run: %v", err)
 		}
 		done <- struct{}{}

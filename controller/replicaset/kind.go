@@ -1,8 +1,12 @@
 package replicaset
 
 import (
+	"errors"
+	"fmt"
+
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/controller"
+	"github.com/spf13/pflag"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,7 +17,7 @@ import (
 // Kind adapts one owner kind to the controller: what it is called and how its spec and
 // status are read and written. ReplicaSets and ReplicationControllers differ only here.
 type Kind[T cache.Object] struct {
-	// Name is the controller's name in --controllers.
+	// Name is the controller's short name.
 	Name string
 	// Component names the controller as the source of its events.
 	Component string
@@ -31,8 +35,8 @@ type Kind[T cache.Object] struct {
 	Status   func(T) Status
 	// WithStatus returns a copy of the owner with its status set to s.
 	WithStatus func(T, Status) T
-	// Workers reads the worker count from the configuration.
-	Workers func(controller.Config) int
+	// WorkersFlag is kube-controller-manager's flag for the controller's workers.
+	WorkersFlag string
 }
 
 // ReplicaSets is the apps/v1 ReplicaSet kind.
@@ -58,7 +62,7 @@ var ReplicaSets = Kind[*appsv1.ReplicaSet]{
 		rs.Status.AvailableReplicas, rs.Status.ObservedGeneration = s.AvailableReplicas, s.ObservedGeneration
 		return rs
 	},
-	Workers: func(c controller.Config) int { return c.ConcurrentReplicaSetSyncs },
+	WorkersFlag: "concurrent-replicaset-syncs",
 }
 
 // ReplicationControllers is the core/v1 ReplicationController kind.
@@ -88,7 +92,7 @@ var ReplicationControllers = Kind[*corev1.ReplicationController]{
 		rc.Status.AvailableReplicas, rc.Status.ObservedGeneration = s.AvailableReplicas, s.ObservedGeneration
 		return rc
 	},
-	Workers: func(c controller.Config) int { return c.ConcurrentRCSyncs },
+	WorkersFlag: "concurrent-rc-syncs",
 }
 
 // replicas: a missing count means 1, as the API defaults it.
@@ -107,14 +111,40 @@ var (
 
 func entry[T cache.Object](k Kind[T]) controller.Entry {
 	return controller.Entry{
-		Name:    k.Name,
-		Workers: k.Workers,
-		New: func(ctx *controller.Context) (controller.Controller, error) {
-			c, err := New(ctx, k)
-			if err != nil {
-				return nil, err
-			}
-			return c, nil
-		},
+		Name:    k.Name + "-controller",
+		Aliases: []string{k.Name},
+		Options: func() controller.Options { return DefaultOptions(k) },
+		New: controller.Build(func(ctx *controller.Context, o *Options) (*Controller[T], error) {
+			return New(ctx, k, o)
+		}),
 	}
+}
+
+// Options are the settings of the controller of one kind; each kind has its own, bound to its
+// own flag.
+type Options struct {
+	// ConcurrentSyncs: owners synced at once (--concurrent-replicaset-syncs for ReplicaSets,
+	// --concurrent-rc-syncs for ReplicationControllers; 5).
+	ConcurrentSyncs int
+
+	flag string // Kind.WorkersFlag
+	kind string // the owner kind, for the flag's help
+}
+
+// DefaultOptions returns kube-controller-manager v1.36's defaults for kind k.
+func DefaultOptions[T cache.Object](k Kind[T]) *Options {
+	return &Options{ConcurrentSyncs: 5, flag: k.WorkersFlag, kind: k.GVK.Kind}
+}
+
+// AddFlags binds o to kube-controller-manager's flag for its kind.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&o.ConcurrentSyncs, o.flag, o.ConcurrentSyncs, fmt.Sprintf("workers of the %s controller", o.kind))
+}
+
+// Validate reports every invalid setting.
+func (o *Options) Validate() []error {
+	if o.ConcurrentSyncs < 1 {
+		return []error{errors.New("--" + o.flag + " must be at least 1")}
+	}
+	return nil
 }

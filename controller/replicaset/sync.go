@@ -11,6 +11,7 @@ import (
 
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
+	"github.com/kplane/kplane/reconcile"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,25 +22,25 @@ import (
 // sync brings one owner's pods to its replicas and writes its status. Scaling happens only
 // when the owner's expectations are satisfied, so that the pods in the cache include every
 // creation and deletion asked for before.
-func (c *Controller[T]) sync(ctx context.Context, key string) error {
+func (c *Controller[T]) sync(ctx context.Context, key string) (reconcile.Result, error) {
 	ns, name, err := cache.SplitKey(key)
 	if err != nil {
-		return nil // not a key this controller queued: nothing to retry
+		return reconcile.Result{}, nil // not a key this controller queued: nothing to retry
 	}
 	owner, err := c.owners.Lister().Namespace(ns).Get(name)
 	if apierrors.IsNotFound(err) {
 		c.exp.Forget(key)
-		return nil
+		return reconcile.Result{}, nil
 	}
 	if err != nil {
-		return err
+		return reconcile.Result{}, err
 	}
 	settled := c.exp.Satisfied(key)
 	sel, err := c.kind.Selector(owner)
 	if err != nil {
 		// Validation keeps these out; one that got in is not worth retrying.
 		c.event(owner, corev1.EventTypeWarning, "InvalidSelector", "Invalid selector: %v", err)
-		return nil
+		return reconcile.Result{}, nil
 	}
 	var active []*corev1.Pod
 	for _, p := range c.pods.Lister().Namespace(ns).List(labels.Everything()) {
@@ -49,7 +50,7 @@ func (c *Controller[T]) sync(ctx context.Context, key string) error {
 	}
 	owned, err := c.claim(ctx, owner, sel, active)
 	if err != nil {
-		return err
+		return reconcile.Result{}, err
 	}
 	var manageErr error
 	if settled && owner.GetDeletionTimestamp() == nil {
@@ -62,13 +63,13 @@ func (c *Controller[T]) sync(ctx context.Context, key string) error {
 	mrs := c.kind.MinReadySeconds(owner)
 	st := calculateStatus(owned, templateLabels, mrs, owner.GetGeneration(), c.now())
 	if err := c.updateStatus(ctx, owner, st); err != nil {
-		return errors.Join(manageErr, err)
+		return reconcile.Result{}, errors.Join(manageErr, err)
 	}
 	if manageErr == nil && mrs > 0 && st.ReadyReplicas == c.kind.Replicas(owner) && st.AvailableReplicas != st.ReadyReplicas {
 		// Some ready pods are not available yet: look again when they may be.
-		c.queue.AddAfter(key, time.Duration(mrs)*time.Second)
+		return reconcile.After(time.Duration(mrs) * time.Second), nil
 	}
-	return manageErr
+	return reconcile.Result{}, manageErr
 }
 
 // claim returns the active pods the owner controls and its selector matches, adopting

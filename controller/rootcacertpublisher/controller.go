@@ -13,7 +13,7 @@ import (
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
-	"github.com/kplane/kplane/workqueue"
+	"github.com/kplane/kplane/reconcile"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,32 +40,25 @@ const (
 )
 
 // Entry registers the controller with the manager; one worker, as in kube-controller-manager.
+// Its one setting, --root-ca-file, is the manager's (controller.Context.RootCA).
 var Entry = controller.Entry{
 	Name:    Name,
 	Aliases: []string{Alias},
-	Workers: func(controller.Config) int { return 1 },
-	New: func(ctx *controller.Context) (controller.Controller, error) {
-		c, err := New(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return c, nil
-	},
+	Options: func() controller.Options { return controller.NoOptions{} },
+	New:     controller.Build(New),
 }
 
 // Controller queues namespace names; sync makes the namespace's ConfigMap what it should be.
 type Controller struct {
-	client   *client.Client
-	metrics  *controller.SyncMetrics
-	rootCA   string
-	maps     *cache.Informer[*corev1.ConfigMap]
-	nss      *cache.Informer[*corev1.Namespace]
-	handlers []cache.Registration
-	queue    *workqueue.RateLimitingQueue[string]
+	client *client.Client
+	rootCA string
+	maps   *cache.Informer[*corev1.ConfigMap]
+	nss    *cache.Informer[*corev1.Namespace]
+	loop   *controller.Loop
 }
 
 // New builds the controller on ctx's informers (configmaps, namespaces).
-func New(ctx *controller.Context) (*Controller, error) {
+func New(ctx *controller.Context, _ controller.NoOptions) (*Controller, error) {
 	if ctx == nil || ctx.Client == nil || ctx.Informers == nil {
 		return nil, errors.New("root CA publisher: the context needs a client and informers")
 	}
@@ -74,43 +67,40 @@ func New(ctx *controller.Context) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{
-		client:  ctx.Client,
-		metrics: ctx.Syncs,
-		rootCA:  string(rootCA),
-		maps:    cache.For[*corev1.ConfigMap](ctx.Informers, "configmaps"),
-		nss:     cache.For[*corev1.Namespace](ctx.Informers, "namespaces"),
-		queue: workqueue.NewRateLimited[string](workqueue.DefaultControllerRateLimiter[string](),
-			workqueue.WithName("root_ca_cert_publisher"), workqueue.WithMetrics(ctx.QueueMetrics)),
+		client: ctx.Client,
+		rootCA: string(rootCA),
+		maps:   cache.For[*corev1.ConfigMap](ctx.Informers, "configmaps"),
+		nss:    cache.For[*corev1.Namespace](ctx.Informers, "namespaces"),
+		loop:   controller.NewLoop(ctx, Name, controller.WithQueueName("root_ca_cert_publisher")),
 	}
+	// Only the published ConfigMap matters, and only once it exists: a new namespace (its
+	// event below) is what gets it made.
 	queueFor := func(cm *corev1.ConfigMap) {
 		if cm.Name == ConfigMapName {
-			c.queue.Add(cm.Namespace)
+			c.loop.Queue.Add(cm.Namespace)
 		}
 	}
-	c.handlers = []cache.Registration{
-		c.maps.AddHandler(cache.Handler[*corev1.ConfigMap]{
-			OnUpdate: func(_, cm *corev1.ConfigMap) { queueFor(cm) },
-			OnDelete: func(cm *corev1.ConfigMap, _ bool) { queueFor(cm) },
-		}, 0),
-		c.nss.AddHandler(cache.Handler[*corev1.Namespace]{
-			OnAdd: func(ns *corev1.Namespace, _ bool) { c.queue.Add(ns.Name) },
-			OnUpdate: func(_, ns *corev1.Namespace) {
-				if ns.Status.Phase == corev1.NamespaceActive {
-					c.queue.Add(ns.Name)
-				}
-			},
-		}, ctx.ResyncPeriod()),
-	}
+	controller.Watch(c.loop, c.maps, cache.Handler[*corev1.ConfigMap]{
+		OnUpdate: func(_, cm *corev1.ConfigMap) { queueFor(cm) },
+		OnDelete: func(cm *corev1.ConfigMap, _ bool) { queueFor(cm) },
+	}, 0)
+	controller.Watch(c.loop, c.nss, cache.Handler[*corev1.Namespace]{
+		OnAdd: func(ns *corev1.Namespace, _ bool) { c.loop.Queue.Add(ns.Name) },
+		OnUpdate: func(_, ns *corev1.Namespace) {
+			if ns.Status.Phase == corev1.NamespaceActive {
+				c.loop.Queue.Add(ns.Name)
+			}
+		},
+	}, ctx.ResyncPeriod())
 	return c, nil
 }
 
-// Name is the controller's name in --controllers.
+// Name is the controller's short name.
 func (c *Controller) Name() string { return Name }
 
-// Run waits for the caches and syncs with workers goroutines until ctx is cancelled.
-func (c *Controller) Run(ctx context.Context, workers int) error {
-	controller.Workers{Name: Name, Queue: c.queue, Count: workers, Sync: c.sync, Metrics: c.metrics,
-		Synced: []func() bool{c.maps.HasSynced, c.nss.HasSynced}, Handlers: c.handlers}.Run(ctx)
+// Run waits for the caches and syncs until ctx is cancelled.
+func (c *Controller) Run(ctx context.Context) error {
+	c.loop.Run(ctx, reconcile.Ignore(c.sync))
 	return nil
 }
 

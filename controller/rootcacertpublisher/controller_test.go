@@ -50,15 +50,16 @@ func TestPublisher(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := testserver.Namespace(t, c, "rootca-before-")
-	cctx, err := controller.NewContext(c, controller.Config{RootCAFile: srv.CAFile}, nil)
+	cctx, err := controller.NewContext(c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctrl, err := New(cctx)
+	cctx.RootCAFile = srv.CAFile
+	ctrl, err := New(cctx, controller.NoOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	testserver.RunControllers(t, cctx, 1, ctrl)
+	testserver.RunControllers(t, cctx, ctrl)
 	published := func(ns string, not *corev1.ConfigMap) func() bool {
 		return func() bool {
 			cm, err := client.Resource[*corev1.ConfigMap](c, "configmaps").Namespace(ns).Get(ctx, ConfigMapName)

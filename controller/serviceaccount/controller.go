@@ -10,13 +10,14 @@ import (
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
-	"github.com/kplane/kplane/workqueue"
+	"github.com/kplane/kplane/reconcile"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Name is the controller's name in --controllers, as in kube-controller-manager.
+// Name is the controller's short name (kube-controller-manager's alias for it, and its
+// loop's name), which --controllers also takes; Entry.Name is v1.36's name.
 const Name = "serviceaccount"
 
 // DefaultName is the ServiceAccount every namespace gets.
@@ -25,65 +26,51 @@ const DefaultName = "default"
 // Entry registers the controller with the manager. kube-controller-manager runs it with one
 // worker and no flag to change that; so does kplane.
 var Entry = controller.Entry{
-	Name:    Name,
-	Workers: func(controller.Config) int { return 1 },
-	New: func(ctx *controller.Context) (controller.Controller, error) {
-		c, err := New(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return c, nil
-	},
+	Name:    "serviceaccount-controller",
+	Aliases: []string{Name},
+	Options: func() controller.Options { return controller.NoOptions{} },
+	New:     controller.Build(New),
 }
 
 // Controller queues namespace names; sync makes sure the namespace has its accounts.
 type Controller struct {
 	client   *client.Client
-	metrics  *controller.SyncMetrics
 	names    []string
 	accounts *cache.Informer[*corev1.ServiceAccount]
 	nss      *cache.Informer[*corev1.Namespace]
-	handlers []cache.Registration
-	queue    *workqueue.RateLimitingQueue[string]
+	loop     *controller.Loop
 }
 
 // New builds the controller on ctx's shared informers (serviceaccounts, namespaces).
-func New(ctx *controller.Context) (*Controller, error) {
+func New(ctx *controller.Context, _ controller.NoOptions) (*Controller, error) {
 	if ctx == nil || ctx.Client == nil || ctx.Informers == nil {
 		return nil, errors.New("serviceaccount controller: the context needs a client and informers")
 	}
-	// Retries as Kubernetes' controllers pace them: per key 5 ms doubling up to 1000 s, and at
-	// most 10 a second after a burst of 100 overall, whichever waits longer.
-	limiter := workqueue.DefaultControllerRateLimiter[string]()
+	// Retries as Kubernetes' controllers pace them (the Loop's default rate limiter); every
+	// namespace is looked at again at the resync period.
 	c := &Controller{
 		client:   ctx.Client,
-		metrics:  ctx.Syncs,
 		names:    []string{DefaultName},
 		accounts: cache.For[*corev1.ServiceAccount](ctx.Informers, "serviceaccounts"),
 		nss:      cache.For[*corev1.Namespace](ctx.Informers, "namespaces"),
-		queue:    workqueue.NewRateLimited[string](limiter, workqueue.WithName(Name), workqueue.WithMetrics(ctx.QueueMetrics)),
+		loop:     controller.NewLoop(ctx, Name, controller.WithResync(ctx.ResyncPeriod())),
 	}
-	queueNS := func(ns *corev1.Namespace) { c.queue.Add(ns.Name) }
-	c.handlers = []cache.Registration{
-		// Only a deletion of an account can take away what the controller made.
-		c.accounts.AddHandler(cache.Handler[*corev1.ServiceAccount]{
-			OnDelete: func(sa *corev1.ServiceAccount, _ bool) { c.queue.Add(sa.Namespace) },
-		}, 0),
-		c.nss.AddHandler(cache.Handler[*corev1.Namespace]{
-			OnAdd:    func(ns *corev1.Namespace, _ bool) { queueNS(ns) },
-			OnUpdate: func(_, ns *corev1.Namespace) { queueNS(ns) },
-		}, ctx.ResyncPeriod()),
-	}
+	// A namespace's key is its name: a namespace that appears or changes is synced (one
+	// deleted too, which finds it gone and does nothing).
+	controller.For(c.loop, c.nss)
+	// Only a deletion of an account can take away what the controller made.
+	controller.Watch(c.loop, c.accounts, cache.Handler[*corev1.ServiceAccount]{
+		OnDelete: func(sa *corev1.ServiceAccount, _ bool) { c.loop.Queue.Add(sa.Namespace) },
+	}, 0)
 	return c, nil
 }
 
-// Name is the controller's name in --controllers.
+// Name is the controller's short name.
 func (c *Controller) Name() string { return Name }
 
-// Run waits for the caches and syncs with workers goroutines until ctx is cancelled.
-func (c *Controller) Run(ctx context.Context, workers int) error {
-	controller.Workers{Name: Name, Queue: c.queue, Count: workers, Sync: c.sync, Metrics: c.metrics,
-		Synced: []func() bool{c.accounts.HasSynced, c.nss.HasSynced}, Handlers: c.handlers}.Run(ctx)
+// Run waits for the caches and syncs until ctx is cancelled.
+func (c *Controller) Run(ctx context.Context) error {
+	c.loop.Run(ctx, reconcile.Ignore(c.sync))
 	return nil
 }
 

@@ -55,15 +55,15 @@ func TestMissing(t *testing.T) {
 // start runs the controller until the test ends.
 func start(t *testing.T) {
 	t.Helper()
-	cctx, err := controller.NewContext(c, controller.Config{}, nil)
+	cctx, err := controller.NewContext(c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctrl, err := New(cctx)
+	ctrl, err := New(cctx, controller.NoOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	testserver.RunControllers(t, cctx, 1, ctrl)
+	testserver.RunControllers(t, cctx, ctrl)
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

@@ -22,7 +22,8 @@ import (
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
-	"github.com/kplane/kplane/workqueue"
+	"github.com/kplane/kplane/reconcile"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,38 +43,65 @@ const (
 var Entry = controller.Entry{
 	Name:    Name,
 	Aliases: []string{Alias},
-	Workers: func(c controller.Config) int { return c.ConcurrentSATokenSyncs },
-	New: func(ctx *controller.Context) (controller.Controller, error) {
-		if ctx.Config.ServiceAccountKeyFile == "" {
+	Options: func() controller.Options { return DefaultOptions() },
+	New: controller.Build(func(ctx *controller.Context, o *Options) (controller.Controller, error) {
+		if o.ServiceAccountKeyFile == "" {
 			return nil, nil
 		}
-		c, err := New(ctx)
+		// An error returns a nil Controller, not a nil *Controller in a non-nil one.
+		c, err := New(ctx, o)
 		if err != nil {
 			return nil, err
 		}
 		return c, nil
-	},
+	}),
+}
+
+// Options are the controller's settings. The CA it puts into Secrets is the manager's
+// (--root-ca-file, see controller.Context.RootCA).
+type Options struct {
+	// ServiceAccountKeyFile is the PEM private key the tokens are signed with
+	// (--service-account-private-key-file); empty turns the controller off.
+	ServiceAccountKeyFile string
+	// ConcurrentSyncs: token Secrets synced at once (--concurrent-serviceaccount-token-syncs, 5).
+	ConcurrentSyncs int
+}
+
+// DefaultOptions returns kube-controller-manager v1.36's defaults.
+func DefaultOptions() *Options { return &Options{ConcurrentSyncs: 5} }
+
+// AddFlags binds o to kube-controller-manager's flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.ServiceAccountKeyFile, "service-account-private-key-file", o.ServiceAccountKeyFile, "PEM private key (RSA or ECDSA) that signs the tokens of service-account token Secrets; empty turns the token controller off")
+	fs.IntVar(&o.ConcurrentSyncs, "concurrent-serviceaccount-token-syncs", o.ConcurrentSyncs, "workers of the service-account token controller")
+}
+
+// Validate reports every invalid setting.
+func (o *Options) Validate() []error {
+	var errs []error
+	if o.ConcurrentSyncs < 1 {
+		errs = append(errs, errors.New("--concurrent-serviceaccount-token-syncs must be at least 1"))
+	}
+	return errs
 }
 
 // Controller queues token Secrets ("namespace/name"); an account's changes queue its Secrets.
 type Controller struct {
 	client   *client.Client
-	metrics  *controller.SyncMetrics
 	signer   *serviceaccount.Signer
 	rootCA   []byte
 	accounts *cache.Informer[*corev1.ServiceAccount]
 	secrets  *cache.Informer[*corev1.Secret]
-	handlers []cache.Registration
-	queue    *workqueue.RateLimitingQueue[string]
+	loop     *controller.Loop
 }
 
 // New reads the signing key and the root CA and builds the controller on ctx's informers
 // (serviceaccounts, secrets).
-func New(ctx *controller.Context) (*Controller, error) {
+func New(ctx *controller.Context, o *Options) (*Controller, error) {
 	if ctx == nil || ctx.Client == nil || ctx.Informers == nil {
 		return nil, errors.New("token controller: the context needs a client and informers")
 	}
-	key, err := serviceaccount.LoadPrivateKey(ctx.Config.ServiceAccountKeyFile)
+	key, err := serviceaccount.LoadPrivateKey(o.ServiceAccountKeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("--service-account-private-key-file: %w", err)
 	}
@@ -87,50 +115,46 @@ func New(ctx *controller.Context) (*Controller, error) {
 	}
 	c := &Controller{
 		client:   ctx.Client,
-		metrics:  ctx.Syncs,
 		signer:   signer,
 		rootCA:   rootCA,
 		accounts: cache.For[*corev1.ServiceAccount](ctx.Informers, "serviceaccounts"),
 		secrets:  cache.For[*corev1.Secret](ctx.Informers, "secrets"),
-		queue: workqueue.NewRateLimited[string](workqueue.DefaultControllerRateLimiter[string](),
-			workqueue.WithName("serviceaccount_tokens_secret"), workqueue.WithMetrics(ctx.QueueMetrics)),
+		loop:     controller.NewLoop(ctx, Name, controller.WithWorkers(o.ConcurrentSyncs), controller.WithQueueName("serviceaccount_tokens_secret")),
 	}
+	// Only token Secrets are queued (there are many other Secrets); their deletion needs
+	// nothing done.
 	queueSecret := func(s *corev1.Secret) {
 		if s.Type == corev1.SecretTypeServiceAccountToken {
-			c.queue.Add(s.Namespace + "/" + s.Name)
+			c.loop.Queue.Add(s.Namespace + "/" + s.Name)
 		}
 	}
-	c.handlers = []cache.Registration{
-		c.secrets.AddHandler(cache.Handler[*corev1.Secret]{
-			OnAdd:    func(s *corev1.Secret, _ bool) { queueSecret(s) },
-			OnUpdate: func(_, s *corev1.Secret) { queueSecret(s) },
-		}, ctx.ResyncPeriod()),
-		// Any change of an account may change what its Secrets need (it appeared, it was
-		// deleted or replaced).
-		c.accounts.AddHandler(cache.Handler[*corev1.ServiceAccount]{
-			OnAdd:    func(sa *corev1.ServiceAccount, _ bool) { c.queueSecretsOf(sa) },
-			OnUpdate: func(_, sa *corev1.ServiceAccount) { c.queueSecretsOf(sa) },
-			OnDelete: func(sa *corev1.ServiceAccount, _ bool) { c.queueSecretsOf(sa) },
-		}, 0),
-	}
+	controller.Watch(c.loop, c.secrets, cache.Handler[*corev1.Secret]{
+		OnAdd:    func(s *corev1.Secret, _ bool) { queueSecret(s) },
+		OnUpdate: func(_, s *corev1.Secret) { queueSecret(s) },
+	}, ctx.ResyncPeriod())
+	// Any change of an account may change what its Secrets need (it appeared, it was
+	// deleted or replaced).
+	controller.Map(c.loop, c.accounts, c.secretsOf)
 	return c, nil
 }
 
-func (c *Controller) queueSecretsOf(sa *corev1.ServiceAccount) {
+// secretsOf returns the keys of the token Secrets of sa in the cache.
+func (c *Controller) secretsOf(sa *corev1.ServiceAccount) []string {
+	var keys []string
 	for _, s := range c.secrets.Lister().Namespace(sa.Namespace).List(labels.Everything()) {
 		if s.Type == corev1.SecretTypeServiceAccountToken && s.Annotations[corev1.ServiceAccountNameKey] == sa.Name {
-			c.queue.Add(s.Namespace + "/" + s.Name)
+			keys = append(keys, s.Namespace+"/"+s.Name)
 		}
 	}
+	return keys
 }
 
-// Name is the controller's name in --controllers.
+// Name is the controller's short name.
 func (c *Controller) Name() string { return Name }
 
-// Run waits for the caches and syncs with workers goroutines until ctx is cancelled.
-func (c *Controller) Run(ctx context.Context, workers int) error {
-	controller.Workers{Name: Name, Queue: c.queue, Count: workers, Sync: c.sync, Metrics: c.metrics,
-		Synced: []func() bool{c.accounts.HasSynced, c.secrets.HasSynced}, Handlers: c.handlers}.Run(ctx)
+// Run waits for the caches and syncs until ctx is cancelled.
+func (c *Controller) Run(ctx context.Context) error {
+	c.loop.Run(ctx, reconcile.Ignore(c.sync))
 	return nil
 }
 

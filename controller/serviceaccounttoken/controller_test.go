@@ -37,23 +37,27 @@ func TestMain(m *testing.M) {
 // start runs the controller, signing with the test server's key, until the test ends.
 func start(t *testing.T) {
 	t.Helper()
-	cctx, err := controller.NewContext(c, controller.Config{ServiceAccountKeyFile: srv.ServiceAccountKeyFile, RootCAFile: srv.CAFile}, nil)
+	cctx, err := controller.NewContext(c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctrl, err := Entry.New(cctx)
+	cctx.RootCAFile = srv.CAFile
+	o := DefaultOptions()
+	o.ServiceAccountKeyFile = srv.ServiceAccountKeyFile
+	o.ConcurrentSyncs = 2
+	ctrl, err := Entry.New(cctx, o)
 	if err != nil || ctrl == nil {
 		t.Fatalf("controller: %v %v", ctrl, err)
 	}
-	testserver.RunControllers(t, cctx, 2, ctrl)
+	testserver.RunControllers(t, cctx, ctrl)
 }
 
 func TestOffWithoutKey(t *testing.T) {
-	cctx, err := controller.NewContext(c, controller.Config{}, nil)
+	cctx, err := controller.NewContext(c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ctrl, err := Entry.New(cctx); ctrl != nil || err != nil {
+	if ctrl, err := Entry.Start(cctx); ctrl != nil || err != nil {
 		t.Fatalf("without a key: %v %v, want off", ctrl, err)
 	}
 }

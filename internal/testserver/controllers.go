@@ -2,6 +2,7 @@ package testserver
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,29 +11,29 @@ import (
 	"github.com/kplane/kplane/controller"
 )
 
-// StartControllers builds the controllers of entries on a new Context over c (with the
-// default Config) and runs them, workers goroutines each, until the test ends.
-func StartControllers(t testing.TB, c *client.Client, workers int, entries ...controller.Entry) {
+// StartControllers builds the controllers of entries on a new Context over c (each with its
+// default settings) and runs them until the test ends.
+func StartControllers(t testing.TB, c *client.Client, entries ...controller.Entry) {
 	t.Helper()
-	cctx, err := controller.NewContext(c, controller.Config{}, nil)
+	cctx, err := controller.NewContext(c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctrls := make([]controller.Controller, 0, len(entries))
 	for _, e := range entries {
-		ctrl, err := e.New(cctx)
+		ctrl, err := e.Start(cctx)
 		if err != nil {
 			t.Fatalf("%s: %v", e.Name, err)
 		}
 		ctrls = append(ctrls, ctrl)
 	}
-	RunControllers(t, cctx, workers, ctrls...)
+	RunControllers(t, cctx, ctrls...)
 }
 
 // RunControllers runs controllers built on cctx as the controller manager would (shared
-// informers started, event recorder running, each controller with workers goroutines) until
-// stop is called or the test ends; stop returns once everything started here has ended.
-func RunControllers(t testing.TB, cctx *controller.Context, workers int, ctrls ...controller.Controller) (stop func()) {
+// informers started, event recorder running) until stop is called or the test ends; stop
+// returns once everything started here has ended.
+func RunControllers(t testing.TB, cctx *controller.Context, ctrls ...controller.Controller) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -40,7 +41,7 @@ func RunControllers(t testing.TB, cctx *controller.Context, workers int, ctrls .
 	wg.Go(func() { cctx.Recorder.Run(ctx) })
 	for _, ctrl := range ctrls {
 		wg.Go(func() {
-			if err := ctrl.Run(ctx, workers); err != nil {
+			if err := ctrl.Run(ctx); err != nil {
 				t.Errorf("%s: %v", ctrl.Name(), err)
 			}
 		})
@@ -66,5 +67,29 @@ func Eventually(t testing.TB, what string, timeout time.Duration, cond func() bo
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// OptionsCase is one case of CheckOptions: Set changes a controller's default settings; Flag
+// is the flag the one error Validate returns must name ("" when the settings are valid).
+type OptionsCase[O controller.Options] struct {
+	Name string
+	Set  func(O)
+	Flag string
+}
+
+// CheckOptions runs each case against fresh defaults.
+func CheckOptions[O controller.Options](t testing.TB, defaults func() O, cases ...OptionsCase[O]) {
+	t.Helper()
+	for _, tc := range cases {
+		o := defaults()
+		tc.Set(o)
+		errs := o.Validate()
+		switch {
+		case tc.Flag == "" && len(errs) > 0:
+			t.Errorf("%s: %v", tc.Name, errs)
+		case tc.Flag != "" && (len(errs) != 1 || !strings.Contains(errs[0].Error(), tc.Flag)):
+			t.Errorf("%s: errors %v, want one naming %s", tc.Name, errs, tc.Flag)
+		}
 	}
 }

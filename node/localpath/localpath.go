@@ -31,9 +31,9 @@ import (
 
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
-	"github.com/kplane/kplane/controller"
 	"github.com/kplane/kplane/events"
 	"github.com/kplane/kplane/internal/pv"
+	"github.com/kplane/kplane/reconcile"
 	"github.com/kplane/kplane/workqueue"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -114,7 +114,7 @@ func (p *Provisioner) Run(ctx context.Context) error {
 	wg.Go(func() { p.events.Run(ctx) })
 	p.factory.Start(ctx)
 	defer p.factory.Shutdown()
-	controller.Workers{Name: "local-path", Queue: p.queue, Count: 1, Sync: p.sync, Handlers: p.handlers,
+	reconcile.Workers{Name: "local-path", Queue: p.queue, Count: 1, Sync: reconcile.Ignore(p.sync), Handlers: p.handlers,
 		Synced: []func() bool{p.claims.HasSynced, p.volumes.HasSynced, p.classes.HasSynced}}.Run(ctx)
 	return nil
 }

@@ -60,7 +60,7 @@ func start(t *testing.T, node string) string {
 // do not run in parallel: each has its own controllers, and volumes are cluster-wide.
 func startControllers(t *testing.T) {
 	t.Helper()
-	testserver.StartControllers(t, c, 1, persistentvolume.Entry, protection.PVCEntry, protection.PVEntry)
+	testserver.StartControllers(t, c, persistentvolume.Entry, protection.PVCEntry, protection.PVEntry)
 }
 
 func newClass(t *testing.T, name string, policy corev1.PersistentVolumeReclaimPolicy, mode storagev1.VolumeBindingMode) {

@@ -2,6 +2,7 @@ package persistentvolume
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -14,7 +15,8 @@ import (
 	"github.com/kplane/kplane/controller"
 	"github.com/kplane/kplane/events"
 	"github.com/kplane/kplane/internal/pv"
-	"github.com/kplane/kplane/workqueue"
+	"github.com/kplane/kplane/reconcile"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,9 +33,33 @@ const eventSource = "persistentvolume-controller"
 // Entry registers the controller with the manager. One worker: decisions read the caches, and
 // one sync at a time never races another for the same volume.
 var Entry = controller.Entry{
-	Name:    Name,
-	Workers: func(controller.Config) int { return 1 },
-	New:     func(ctx *controller.Context) (controller.Controller, error) { return New(ctx) },
+	Name:    "persistentvolume-binder-controller",
+	Aliases: []string{Name},
+	Options: func() controller.Options { return DefaultOptions() },
+	New:     controller.Build(New),
+}
+
+// Options are the controller's settings.
+type Options struct {
+	// SyncPeriod: how often every volume and claim is looked at again
+	// (--pvclaimbinder-sync-period, 15s).
+	SyncPeriod time.Duration
+}
+
+// DefaultOptions returns kube-controller-manager v1.36's defaults.
+func DefaultOptions() *Options { return &Options{SyncPeriod: 15 * time.Second} }
+
+// AddFlags binds o to kube-controller-manager's flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.DurationVar(&o.SyncPeriod, "pvclaimbinder-sync-period", o.SyncPeriod, "how often the PersistentVolume binder looks at every volume and claim again")
+}
+
+// Validate reports every invalid setting.
+func (o *Options) Validate() []error {
+	if o.SyncPeriod <= 0 {
+		return []error{errors.New("--pvclaimbinder-sync-period must be positive")}
+	}
+	return nil
 }
 
 // claimIndex indexes pods by the claims their volumes use ("ns/claim").
@@ -52,10 +78,8 @@ type Controller struct {
 	claims   *cache.Informer[*corev1.PersistentVolumeClaim]
 	classes  *cache.Informer[*storagev1.StorageClass]
 	pods     *cache.Informer[*corev1.Pod]
-	handlers []cache.Registration
-	queue    *workqueue.RateLimitingQueue[string]
+	loop     *controller.Loop
 	recorder *events.Recorder
-	syncs    *controller.SyncMetrics
 
 	// written holds the objects this controller wrote that the informers do not show yet, so
 	// that the next decision starts from them rather than from an older version.
@@ -72,17 +96,14 @@ type recycleBackoff struct {
 }
 
 // New builds the controller on ctx's shared informers and registers its handlers.
-func New(ctx *controller.Context) (*Controller, error) {
-	cfg := ctx.Config.Defaults()
+func New(ctx *controller.Context, o *Options) (*Controller, error) {
 	c := &Controller{
 		client:  ctx.Client,
 		volumes: cache.For[*corev1.PersistentVolume](ctx.Informers, "persistentvolumes"),
 		claims:  cache.For[*corev1.PersistentVolumeClaim](ctx.Informers, "persistentvolumeclaims"),
 		classes: cache.For[*storagev1.StorageClass](ctx.Informers, "storageclasses"),
 		pods:    cache.For[*corev1.Pod](ctx.Informers, "pods"),
-		queue: workqueue.NewRateLimited[string](workqueue.DefaultControllerRateLimiter[string](),
-			workqueue.WithName("persistentvolume"), workqueue.WithMetrics(ctx.QueueMetrics)),
-		syncs:   ctx.Syncs,
+		loop:    controller.NewLoop(ctx, Name, controller.WithQueueName("persistentvolume")),
 		written: newWritten(),
 		backoff: map[string]recycleBackoff{},
 		now:     time.Now,
@@ -91,47 +112,47 @@ func New(ctx *controller.Context) (*Controller, error) {
 		c.recorder = ctx.Recorder.For(eventSource)
 	}
 	AddClaimIndex(c.pods)
-	resync := cfg.PVClaimBinderSyncPeriod
-	c.handlers = []cache.Registration{
-		c.volumes.AddHandler(cache.Handler[*corev1.PersistentVolume]{
-			OnAdd:    func(v *corev1.PersistentVolume, _ bool) { c.volumeChanged(v) },
-			OnUpdate: func(_, v *corev1.PersistentVolume) { c.volumeChanged(v) },
-			OnDelete: func(v *corev1.PersistentVolume, _ bool) {
-				c.written.forget(volumePrefix + v.Name)
-				if ref := v.Spec.ClaimRef; ref != nil {
-					c.queue.Add(claimPrefix + ref.Namespace + "/" + ref.Name) // it has lost its volume
+	// The handlers do more than queue keys: they follow what this controller wrote
+	// (written), and one object's change may concern others (a free volume, waiting claims).
+	resync := o.SyncPeriod
+	controller.Watch(c.loop, c.volumes, cache.Handler[*corev1.PersistentVolume]{
+		OnAdd:    func(v *corev1.PersistentVolume, _ bool) { c.volumeChanged(v) },
+		OnUpdate: func(_, v *corev1.PersistentVolume) { c.volumeChanged(v) },
+		OnDelete: func(v *corev1.PersistentVolume, _ bool) {
+			c.written.forget(volumePrefix + v.Name)
+			if ref := v.Spec.ClaimRef; ref != nil {
+				c.loop.Queue.Add(claimPrefix + ref.Namespace + "/" + ref.Name) // it has lost its volume
+			}
+		},
+	}, resync)
+	controller.Watch(c.loop, c.claims, cache.Handler[*corev1.PersistentVolumeClaim]{
+		OnAdd:    func(pvc *corev1.PersistentVolumeClaim, _ bool) { c.claimChanged(pvc) },
+		OnUpdate: func(_, pvc *corev1.PersistentVolumeClaim) { c.claimChanged(pvc) },
+		OnDelete: func(pvc *corev1.PersistentVolumeClaim, _ bool) {
+			c.written.forget(claimPrefix + claimKey(pvc))
+			if pvc.Spec.VolumeName != "" {
+				c.loop.Queue.Add(volumePrefix + pvc.Spec.VolumeName) // released
+			}
+		},
+	}, resync)
+	controller.Watch(c.loop, c.classes, cache.Handler[*storagev1.StorageClass]{
+		// A new class (a new default) may let waiting claims go on.
+		OnAdd:    func(*storagev1.StorageClass, bool) { c.queuePendingClaims() },
+		OnUpdate: func(old, sc *storagev1.StorageClass) { c.queuePendingClaims() },
+	}, 0)
+	controller.Watch(c.loop, c.pods, cache.Handler[*corev1.Pod]{
+		OnAdd: func(p *corev1.Pod, _ bool) {
+			c.podChanged(p)
+			if p.Spec.NodeName == "" {
+				// A new pod waits for its claims: their WaitForFirstConsumer events name it.
+				for _, name := range pv.ClaimNames(p) {
+					c.loop.Queue.Add(claimPrefix + p.Namespace + "/" + name)
 				}
-			},
-		}, resync),
-		c.claims.AddHandler(cache.Handler[*corev1.PersistentVolumeClaim]{
-			OnAdd:    func(pvc *corev1.PersistentVolumeClaim, _ bool) { c.claimChanged(pvc) },
-			OnUpdate: func(_, pvc *corev1.PersistentVolumeClaim) { c.claimChanged(pvc) },
-			OnDelete: func(pvc *corev1.PersistentVolumeClaim, _ bool) {
-				c.written.forget(claimPrefix + claimKey(pvc))
-				if pvc.Spec.VolumeName != "" {
-					c.queue.Add(volumePrefix + pvc.Spec.VolumeName) // released
-				}
-			},
-		}, resync),
-		c.classes.AddHandler(cache.Handler[*storagev1.StorageClass]{
-			// A new class (a new default) may let waiting claims go on.
-			OnAdd:    func(*storagev1.StorageClass, bool) { c.queuePendingClaims() },
-			OnUpdate: func(old, sc *storagev1.StorageClass) { c.queuePendingClaims() },
-		}, 0),
-		c.pods.AddHandler(cache.Handler[*corev1.Pod]{
-			OnAdd: func(p *corev1.Pod, _ bool) {
-				c.podChanged(p)
-				if p.Spec.NodeName == "" {
-					// A new pod waits for its claims: their WaitForFirstConsumer events name it.
-					for _, name := range pv.ClaimNames(p) {
-						c.queue.Add(claimPrefix + p.Namespace + "/" + name)
-					}
-				}
-			},
-			OnUpdate: func(_, p *corev1.Pod) { c.podChanged(p) },
-			OnDelete: func(p *corev1.Pod, _ bool) { c.podChanged(p) },
-		}, 0),
-	}
+			}
+		},
+		OnUpdate: func(_, p *corev1.Pod) { c.podChanged(p) },
+		OnDelete: func(p *corev1.Pod, _ bool) { c.podChanged(p) },
+	}, 0)
 	return c, nil
 }
 
@@ -157,36 +178,34 @@ func PodsUsingClaim(pods *cache.Informer[*corev1.Pod], ns, claim string) []*core
 func (c *Controller) Name() string { return Name }
 
 // Run syncs volumes and claims until ctx is cancelled.
-func (c *Controller) Run(ctx context.Context, workers int) error {
-	controller.Workers{Name: Name, Queue: c.queue, Count: workers, Sync: c.sync, Metrics: c.syncs,
-		Synced:   []func() bool{c.volumes.HasSynced, c.claims.HasSynced, c.classes.HasSynced, c.pods.HasSynced},
-		Handlers: c.handlers}.Run(ctx)
+func (c *Controller) Run(ctx context.Context) error {
+	c.loop.Run(ctx, c.sync)
 	return nil
 }
 
 func (c *Controller) volumeChanged(v *corev1.PersistentVolume) {
 	c.written.seen(volumePrefix+v.Name, v)
-	c.queue.Add(volumePrefix + v.Name)
+	c.loop.Queue.Add(volumePrefix + v.Name)
 	// A free volume may be what a waiting claim needs: look at them now rather than at the
 	// next resync (Kubernetes waits for that).
 	switch ref := v.Spec.ClaimRef; {
 	case ref == nil && v.DeletionTimestamp == nil:
 		c.queuePendingClaims()
 	case ref != nil && ref.UID == "":
-		c.queue.Add(claimPrefix + ref.Namespace + "/" + ref.Name)
+		c.loop.Queue.Add(claimPrefix + ref.Namespace + "/" + ref.Name)
 	}
 }
 
 func (c *Controller) claimChanged(pvc *corev1.PersistentVolumeClaim) {
 	c.written.seen(claimPrefix+claimKey(pvc), pvc)
-	c.queue.Add(claimPrefix + claimKey(pvc))
+	c.loop.Queue.Add(claimPrefix + claimKey(pvc))
 }
 
 // queuePendingClaims queues the claims not bound yet.
 func (c *Controller) queuePendingClaims() {
 	for _, pvc := range c.claims.Lister().List(labels.Everything()) {
 		if !metav1.HasAnnotation(pvc.ObjectMeta, pv.AnnBindCompleted) {
-			c.queue.Add(claimPrefix + claimKey(pvc))
+			c.loop.Queue.Add(claimPrefix + claimKey(pvc))
 		}
 	}
 }
@@ -195,7 +214,7 @@ func (c *Controller) queuePendingClaims() {
 // recycled: the volume is looked at again when they change.
 func (c *Controller) podChanged(p *corev1.Pod) {
 	if name, ok := strings.CutPrefix(p.Name, "recycler-for-"); ok && p.Namespace == recyclerNamespace {
-		c.queue.Add(volumePrefix + name)
+		c.loop.Queue.Add(volumePrefix + name)
 		return
 	}
 	if !pv.PodTerminated(p) && p.DeletionTimestamp == nil {
@@ -203,12 +222,12 @@ func (c *Controller) podChanged(p *corev1.Pod) {
 	}
 	for _, name := range pv.ClaimNames(p) {
 		if pvc, err := c.claims.Lister().Namespace(p.Namespace).Get(name); err == nil && pvc.Spec.VolumeName != "" {
-			c.queue.Add(volumePrefix + pvc.Spec.VolumeName)
+			c.loop.Queue.Add(volumePrefix + pvc.Spec.VolumeName)
 		}
 	}
 }
 
-func (c *Controller) sync(ctx context.Context, key string) error {
+func (c *Controller) sync(ctx context.Context, key string) (reconcile.Result, error) {
 	if name, ok := strings.CutPrefix(key, volumePrefix); ok {
 		return c.syncVolume(ctx, name)
 	}
@@ -216,16 +235,16 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	w := c.world()
 	pvc := w.claim(ns, name)
 	if pvc == nil {
-		return nil
+		return reconcile.Result{}, nil
 	}
 	return c.execute(ctx, syncClaim(pvc, w), nil, pvc)
 }
 
-func (c *Controller) syncVolume(ctx context.Context, name string) error {
+func (c *Controller) syncVolume(ctx context.Context, name string) (reconcile.Result, error) {
 	w := c.world()
 	v := w.Volume(name)
 	if v == nil {
-		return nil
+		return reconcile.Result{}, nil
 	}
 	var pvc *corev1.PersistentVolumeClaim
 	if ref := v.Spec.ClaimRef; ref != nil && ref.UID != "" {
@@ -239,7 +258,7 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 			case client.IsNotFound(err):
 				pvc = nil
 			case err != nil:
-				return err
+				return reconcile.Result{}, err
 			default:
 				pvc = live
 			}
@@ -249,8 +268,9 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 }
 
 // execute carries out a plan: the writes in order, each on the result of the one before, then
-// the recycler pod, the events and the follow-up syncs.
-func (c *Controller) execute(ctx context.Context, p plan, volume *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) error {
+// the recycler pod, the events and the follow-up syncs. After a failed recycling the volume
+// (the key synced: only a volume's sync recycles) is looked at again when its backoff ends.
+func (c *Controller) execute(ctx context.Context, p plan, volume *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) (reconcile.Result, error) {
 	if p.target != nil {
 		volume = p.target
 	}
@@ -258,7 +278,7 @@ func (c *Controller) execute(ctx context.Context, p plan, volume *corev1.Persist
 	if p.volume != nil {
 		updated, err := volumes.Update(ctx, p.volume)
 		if err != nil {
-			return fmt.Errorf("updating volume %s: %w", p.volume.Name, err)
+			return reconcile.Result{}, fmt.Errorf("updating volume %s: %w", p.volume.Name, err)
 		}
 		volume = remember(c.written, volumePrefix+updated.Name, updated)
 	}
@@ -267,7 +287,7 @@ func (c *Controller) execute(ctx context.Context, p plan, volume *corev1.Persist
 		next.Status = *p.volumeStatus
 		updated, err := volumes.UpdateStatus(ctx, next)
 		if err != nil {
-			return fmt.Errorf("updating the status of volume %s: %w", next.Name, err)
+			return reconcile.Result{}, fmt.Errorf("updating the status of volume %s: %w", next.Name, err)
 		}
 		volume = remember(c.written, volumePrefix+updated.Name, updated)
 	}
@@ -276,7 +296,7 @@ func (c *Controller) execute(ctx context.Context, p plan, volume *corev1.Persist
 		if p.claim != nil {
 			updated, err := claims.Update(ctx, p.claim)
 			if err != nil {
-				return fmt.Errorf("updating claim %s: %w", claimKey(p.claim), err)
+				return reconcile.Result{}, fmt.Errorf("updating claim %s: %w", claimKey(p.claim), err)
 			}
 			pvc = remember(c.written, claimPrefix+claimKey(updated), updated)
 		}
@@ -285,13 +305,14 @@ func (c *Controller) execute(ctx context.Context, p plan, volume *corev1.Persist
 			next.Status = *p.claimStatus
 			updated, err := claims.UpdateStatus(ctx, next)
 			if err != nil {
-				return fmt.Errorf("updating the status of claim %s: %w", claimKey(next), err)
+				return reconcile.Result{}, fmt.Errorf("updating the status of claim %s: %w", claimKey(next), err)
 			}
 			pvc = remember(c.written, claimPrefix+claimKey(updated), updated)
 		}
 	}
-	if err := c.recyclerWrites(ctx, p, volume); err != nil {
-		return err
+	retry, err := c.recyclerWrites(ctx, p, volume)
+	if err != nil {
+		return reconcile.Result{}, err
 	}
 	for _, e := range p.events {
 		var obj metav1.Object = volume
@@ -301,19 +322,19 @@ func (c *Controller) execute(ctx context.Context, p plan, volume *corev1.Persist
 		c.recorder.Eventf(obj, e.eventType, e.reason, "%s", e.message)
 	}
 	if p.syncClaim != "" {
-		c.queue.Add(claimPrefix + p.syncClaim)
+		c.loop.Queue.Add(claimPrefix + p.syncClaim)
 	}
-	return p.err
+	return reconcile.After(retry), p.err
 }
 
 // recyclerWrites creates or deletes the volume's recycler pod as planned and keeps the backoff
-// of failed recyclings.
-func (c *Controller) recyclerWrites(ctx context.Context, p plan, volume *corev1.PersistentVolume) error {
+// of failed recyclings; after a failure it returns the backoff, when to try again.
+func (c *Controller) recyclerWrites(ctx context.Context, p plan, volume *corev1.PersistentVolume) (retry time.Duration, err error) {
 	pods := client.Resource[*corev1.Pod](c.client, "pods").Namespace(recyclerNamespace)
 	if d := p.deleteRecycler; d != nil {
 		err := pods.Delete(ctx, d.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &d.UID}})
 		if err != nil && !client.IsNotFound(err) && !client.IsConflict(err) {
-			return fmt.Errorf("deleting recycler pod %s: %w", d.Name, err)
+			return 0, fmt.Errorf("deleting recycler pod %s: %w", d.Name, err)
 		}
 	}
 	if p.recycler != nil {
@@ -322,7 +343,7 @@ func (c *Controller) recyclerWrites(ctx context.Context, p plan, volume *corev1.
 		case err == nil:
 			slog.Info("recycling volume", "controller", Name, "volume", volume.Name, "pod", p.recycler.Name)
 		case !client.IsAlreadyExists(err): // already there: the informer has not shown it yet
-			return fmt.Errorf("creating recycler pod for volume %s: %w", volume.Name, err)
+			return 0, fmt.Errorf("creating recycler pod for volume %s: %w", volume.Name, err)
 		}
 	}
 	c.backoffMu.Lock()
@@ -336,9 +357,9 @@ func (c *Controller) recyclerWrites(ctx context.Context, p plan, volume *corev1.
 		delay := min(10*time.Second<<min(b.failures-1, 4), 2*time.Minute)
 		b.until = c.now().Add(delay)
 		c.backoff[volume.Name] = b
-		c.queue.AddAfter(volumePrefix+volume.Name, delay)
+		return delay, nil
 	}
-	return nil
+	return 0, nil
 }
 
 // informerWorld is the world of decisions: the informers' caches, with what this controller

@@ -29,7 +29,7 @@ const wait = 10 * time.Second
 // do not run in parallel: each has its own controllers, and volumes are cluster-wide.
 func startControllers(t *testing.T) {
 	t.Helper()
-	testserver.StartControllers(t, c, 1, persistentvolume.Entry, protection.PVCEntry, protection.PVEntry)
+	testserver.StartControllers(t, c, persistentvolume.Entry, protection.PVCEntry, protection.PVEntry)
 }
 
 var ctx = context.Background()

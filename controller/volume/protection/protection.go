@@ -20,7 +20,7 @@ import (
 	"github.com/kplane/kplane/controller"
 	"github.com/kplane/kplane/controller/volume/persistentvolume"
 	"github.com/kplane/kplane/internal/pv"
-	"github.com/kplane/kplane/workqueue"
+	"github.com/kplane/kplane/reconcile"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -35,14 +35,16 @@ const (
 // Entries register the controllers with the manager, one worker each as in Kubernetes.
 var (
 	PVCEntry = controller.Entry{
-		Name:    PVCName,
-		Workers: func(controller.Config) int { return 1 },
-		New:     func(ctx *controller.Context) (controller.Controller, error) { return NewPVC(ctx), nil },
+		Name:    "persistentvolumeclaim-protection-controller",
+		Aliases: []string{PVCName},
+		Options: func() controller.Options { return controller.NoOptions{} },
+		New:     controller.Build(NewPVC),
 	}
 	PVEntry = controller.Entry{
-		Name:    PVName,
-		Workers: func(controller.Config) int { return 1 },
-		New:     func(ctx *controller.Context) (controller.Controller, error) { return NewPV(ctx), nil },
+		Name:    "persistentvolume-protection-controller",
+		Aliases: []string{PVName},
+		Options: func() controller.Options { return controller.NoOptions{} },
+		New:     controller.Build(NewPV),
 	}
 )
 
@@ -96,11 +98,8 @@ type Controller[T cache.Object] struct {
 	api       *client.Typed[T]
 	objects   *cache.Informer[T]
 	// inUse reports whether obj, being deleted, is still in use.
-	inUse    func(ctx context.Context, obj T) (bool, error)
-	synced   []func() bool
-	handlers []cache.Registration
-	queue    *workqueue.RateLimitingQueue[string]
-	syncs    *controller.SyncMetrics
+	inUse func(ctx context.Context, obj T) (bool, error)
+	loop  *controller.Loop
 }
 
 func newController[T cache.Object](ctx *controller.Context, name, resource, finalizer, queue string) *Controller[T] {
@@ -109,26 +108,25 @@ func newController[T cache.Object](ctx *controller.Context, name, resource, fina
 		finalizer: finalizer,
 		api:       client.Resource[T](ctx.Client, resource),
 		objects:   cache.For[T](ctx.Informers, resource),
-		queue: workqueue.NewRateLimited[string](workqueue.DefaultControllerRateLimiter[string](),
-			workqueue.WithName(queue), workqueue.WithMetrics(ctx.QueueMetrics)),
-		syncs: ctx.Syncs,
+		loop:      controller.NewLoop(ctx, name, controller.WithQueueName(queue)),
 	}
+	// Most events need nothing done (a live object with the finalizer); a deleted object is
+	// gone from the cache and needs nothing either.
 	changed := func(obj T) {
 		if interesting(obj, finalizer) {
-			c.queue.Add(cache.MetaNamespaceKey(obj))
+			c.loop.Queue.Add(cache.MetaNamespaceKey(obj))
 		}
 	}
-	c.synced = []func() bool{c.objects.HasSynced}
-	c.handlers = []cache.Registration{c.objects.AddHandler(cache.Handler[T]{
+	controller.Watch(c.loop, c.objects, cache.Handler[T]{
 		OnAdd:    func(obj T, _ bool) { changed(obj) },
 		OnUpdate: func(_, obj T) { changed(obj) },
-	}, 0)}
+	}, 0)
 	return c
 }
 
 // NewPVC builds the claim protection controller on ctx's shared informers: a claim is in use
 // while a pod on a node has it among its volumes.
-func NewPVC(ctx *controller.Context) *Controller[*corev1.PersistentVolumeClaim] {
+func NewPVC(ctx *controller.Context, _ controller.NoOptions) (*Controller[*corev1.PersistentVolumeClaim], error) {
 	c := newController[*corev1.PersistentVolumeClaim](ctx, PVCName, "persistentvolumeclaims", pv.PVCProtectionFinalizer, "pvcprotection")
 	pods := cache.For[*corev1.Pod](ctx.Informers, "pods")
 	persistentvolume.AddClaimIndex(pods)
@@ -136,16 +134,15 @@ func NewPVC(ctx *controller.Context) *Controller[*corev1.PersistentVolumeClaim] 
 	podChanged := func(p *corev1.Pod, deleted bool) {
 		if deleted || pv.PodTerminated(p) || p.Spec.NodeName == "" {
 			for _, name := range pv.ClaimNames(p) {
-				c.queue.Add(p.Namespace + "/" + name)
+				c.loop.Queue.Add(p.Namespace + "/" + name)
 			}
 		}
 	}
-	c.synced = append(c.synced, pods.HasSynced)
-	c.handlers = append(c.handlers, pods.AddHandler(cache.Handler[*corev1.Pod]{
+	controller.Watch(c.loop, pods, cache.Handler[*corev1.Pod]{
 		OnAdd:    func(p *corev1.Pod, _ bool) { podChanged(p, false) },
 		OnUpdate: func(_, p *corev1.Pod) { podChanged(p, false) },
 		OnDelete: func(p *corev1.Pod, _ bool) { podChanged(p, true) },
-	}, 0))
+	}, 0)
 	// The cache first; then, before letting the claim go, the API server, since the cache may
 	// not show a pod created a moment ago.
 	livePods := client.Resource[*corev1.Pod](ctx.Client, "pods")
@@ -161,26 +158,25 @@ func NewPVC(ctx *controller.Context) *Controller[*corev1.PersistentVolumeClaim] 
 		}
 		return slices.ContainsFunc(list.Items, func(p *corev1.Pod) bool { return podUsesClaim(p, pvc.Name) }), nil
 	}
-	return c
+	return c, nil
 }
 
 // NewPV builds the volume protection controller on ctx's shared informers: a volume is in use
 // while it is Bound.
-func NewPV(ctx *controller.Context) *Controller[*corev1.PersistentVolume] {
+func NewPV(ctx *controller.Context, _ controller.NoOptions) (*Controller[*corev1.PersistentVolume], error) {
 	c := newController[*corev1.PersistentVolume](ctx, PVName, "persistentvolumes", pv.PVProtectionFinalizer, "pvprotection")
 	c.inUse = func(_ context.Context, v *corev1.PersistentVolume) (bool, error) {
 		return v.Status.Phase == corev1.VolumeBound, nil
 	}
-	return c
+	return c, nil
 }
 
 // Name implements controller.Controller.
 func (c *Controller[T]) Name() string { return c.name }
 
 // Run syncs objects until ctx is cancelled.
-func (c *Controller[T]) Run(ctx context.Context, workers int) error {
-	controller.Workers{Name: c.name, Queue: c.queue, Count: workers, Sync: c.sync, Metrics: c.syncs,
-		Synced: c.synced, Handlers: c.handlers}.Run(ctx)
+func (c *Controller[T]) Run(ctx context.Context) error {
+	c.loop.Run(ctx, reconcile.Ignore(c.sync))
 	return nil
 }
 

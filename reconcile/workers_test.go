@@ -1,7 +1,9 @@
-package controller
+package reconcile
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,13 +26,13 @@ func TestWorkersWaitForSync(t *testing.T) {
 	go func() {
 		defer close(done)
 		Workers{Name: "test", Queue: queue, Count: 2,
-			Sync: func(_ context.Context, key string) error {
+			Sync: Ignore(func(_ context.Context, key string) error {
 				if !synced.Load() {
 					t.Error("a key synced before the caches")
 				}
 				record("sync " + key)
 				return nil
-			},
+			}),
 			Synced: []func() bool{synced.Load},
 			Ready:  func() { record("ready") },
 		}.Run(ctx)
@@ -66,7 +68,7 @@ func TestWorkersCancelledBeforeSync(t *testing.T) {
 	queue := workqueue.NewRateLimited[string](workqueue.DefaultControllerRateLimiter[string]())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	Workers{Name: "test", Queue: queue, Sync: func(context.Context, string) error { return nil },
+	Workers{Name: "test", Queue: queue, Sync: Ignore(func(context.Context, string) error { return nil }),
 		Synced: []func() bool{func() bool { return false }},
 		Ready:  func() { t.Error("Ready ran") }}.Run(ctx)
 	if !queue.ShuttingDown() {
@@ -74,25 +76,50 @@ func TestWorkersCancelledBeforeSync(t *testing.T) {
 	}
 }
 
-// TestRunEvery: a pass at once after the sync, then one per period, until ctx ends.
-func TestRunEvery(t *testing.T) {
+// TestResultAfter: a sync asking for After is called again after that long, its key's
+// failure count untouched; a failing sync is retried with the rate limiter, and its Result
+// is ignored.
+func TestResultAfter(t *testing.T) {
+	queue := workqueue.NewRateLimited[string](workqueue.NewItemExponentialFailureRateLimiter[string](time.Millisecond, time.Millisecond))
+	var mu sync.Mutex
+	var calls []time.Time
+	var requeues []int
 	ctx, cancel := context.WithCancel(context.Background())
-	var passes atomic.Int32
+	defer cancel()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		RunEvery(ctx, 10*time.Millisecond, []func() bool{func() bool { return true }}, func(context.Context) {
-			if passes.Add(1) == 3 {
+		Workers{Name: "test", Queue: queue, Sync: func(_ context.Context, key string) (Result, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, time.Now())
+			requeues = append(requeues, queue.NumRequeues(key))
+			switch len(calls) {
+			case 1:
+				return After(100 * time.Millisecond), nil
+			case 2:
+				return After(time.Hour), errors.New("failed")
+			default:
 				cancel()
+				return Result{}, nil
 			}
-		})
+		}}.Run(ctx)
 	}()
+	queue.Add("key")
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
-		t.Fatal("RunEvery did not return after ctx ended")
+		t.Fatal("the key was not synced three times")
 	}
-	if n := passes.Load(); n != 3 {
-		t.Errorf("%d passes", n)
+	mu.Lock()
+	defer mu.Unlock()
+	if d := calls[1].Sub(calls[0]); d < 100*time.Millisecond {
+		t.Errorf("second sync %v after the first, want at least 100ms", d)
+	}
+	if d := calls[2].Sub(calls[1]); d > time.Second {
+		t.Errorf("the failed sync was retried after %v: its After was not ignored", d)
+	}
+	if want := []int{0, 0, 1}; !slices.Equal(requeues, want) {
+		t.Errorf("requeue counts %v, want %v (After is not a failure)", requeues, want)
 	}
 }

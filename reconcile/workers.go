@@ -1,4 +1,4 @@
-package controller
+package reconcile
 
 import (
 	"context"
@@ -51,14 +51,34 @@ func (m *SyncMetrics) observe(name, result string, d time.Duration) {
 	m.duration.WithLabelValues(name).Observe(d.Seconds())
 }
 
-// Workers describes a controller's worker pool: Sync is called for each key taken from Queue
-// by Count goroutines. A key whose sync fails is retried with the queue's rate limiter, up to
+// Result is what a sync that did not fail asks of the queue.
+type Result struct {
+	// After, when positive, syncs the key again after this long: for a state that changes
+	// with time (a deadline, content still going away), not a failure.
+	After time.Duration
+}
+
+// After is the Result that syncs the key again after d.
+func After(d time.Duration) Result { return Result{After: d} }
+
+// Func syncs one key. An error retries the key with the queue's rate limiter (the Result is
+// then ignored); otherwise the key's failures are forgotten and Result.After, if set, queues
+// it again after that long.
+type Func func(ctx context.Context, key string) (Result, error)
+
+// Ignore adapts a sync that never asks for a delay to a Func.
+func Ignore(sync func(ctx context.Context, key string) error) Func {
+	return func(ctx context.Context, key string) (Result, error) { return Result{}, sync(ctx, key) }
+}
+
+// Workers describes a worker pool: Sync is called for each key taken from Queue by Count
+// goroutines. A key whose sync fails is retried with the queue's rate limiter, up to
 // MaxRetries times.
 type Workers struct {
 	Name    string
 	Queue   *workqueue.RateLimitingQueue[string]
 	Count   int
-	Sync    func(ctx context.Context, key string) error
+	Sync    Func
 	Metrics *SyncMetrics
 	// Synced are the informers' HasSynced: no worker starts before they all report true.
 	Synced []func() bool
@@ -114,10 +134,13 @@ func (w Workers) next(ctx context.Context) bool {
 	}
 	defer w.Queue.Done(key)
 	start := time.Now()
-	err := w.Sync(ctx, key)
+	res, err := w.Sync(ctx, key)
 	switch {
 	case err == nil:
 		w.Queue.Forget(key)
+		if res.After > 0 {
+			w.Queue.AddAfter(key, res.After)
+		}
 		w.Metrics.observe(w.Name, "success", time.Since(start))
 	case ctx.Err() != nil:
 		// Shutting down: the error is the cancellation's, not the key's.
@@ -131,22 +154,4 @@ func (w Workers) next(ctx context.Context) bool {
 		w.Metrics.observe(w.Name, "dropped", time.Since(start))
 	}
 	return true
-}
-
-// RunEvery waits for the caches (synced) to sync, then calls pass at once and every period (> 0)
-// after until ctx is cancelled: the loop of controllers that look at everything in one pass.
-func RunEvery(ctx context.Context, period time.Duration, synced []func() bool, pass func(context.Context)) {
-	if !cache.WaitForCacheSync(ctx, synced...) {
-		return
-	}
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		pass(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }

@@ -22,7 +22,7 @@ func All(svc *ServiceAllocation) []Strategy {
 	return []Strategy{
 		namespaces, pods, services(svc), endpoints, nodes, events, configMaps, secrets, serviceAccounts,
 		replicationControllers, endpointSlices, leases, replicaSets, deployments, daemonSets,
-		persistentVolumes, persistentVolumeClaims, storageClasses,
+		persistentVolumes, persistentVolumeClaims, storageClasses, jobs, cronJobs,
 	}
 }
 

@@ -288,9 +288,7 @@ func validateTemplate(t *corev1.PodTemplateSpec, sel labels.Selector, kind strin
 	if sel != nil && !sel.Empty() && !sel.Matches(labels.Set(t.Labels)) {
 		errs = append(errs, field.Invalid(p.Child("metadata", "labels"), t.Labels, "`selector` does not match template `labels`"))
 	}
-	errs = append(errs, metav1validation.ValidateLabels(t.Labels, p.Child("metadata", "labels"))...)
-	errs = append(errs, apimachineryvalidation.ValidateAnnotations(t.Annotations, p.Child("metadata", "annotations"))...)
-	errs = append(errs, validatePodSpec(&t.Spec, p.Child("spec"))...)
+	errs = append(errs, validatePodTemplate(t, p)...)
 	if t.Spec.RestartPolicy != corev1.RestartPolicyAlways {
 		errs = append(errs, field.NotSupported(p.Child("spec", "restartPolicy"), t.Spec.RestartPolicy, []corev1.RestartPolicy{corev1.RestartPolicyAlways}))
 	}
@@ -298,6 +296,13 @@ func validateTemplate(t *corev1.PodTemplateSpec, sel labels.Selector, kind strin
 		errs = append(errs, field.Forbidden(p.Child("spec", "activeDeadlineSeconds"), fmt.Sprintf("activeDeadlineSeconds in %s is not Supported", kind)))
 	}
 	return errs
+}
+
+// validatePodTemplate checks any pod template: labels, annotations, a valid pod spec.
+func validatePodTemplate(t *corev1.PodTemplateSpec, p *field.Path) field.ErrorList {
+	errs := metav1validation.ValidateLabels(t.Labels, p.Child("metadata", "labels"))
+	errs = append(errs, apimachineryvalidation.ValidateAnnotations(t.Annotations, p.Child("metadata", "annotations"))...)
+	return append(errs, validatePodSpec(&t.Spec, p.Child("spec"))...)
 }
 
 // containerCells are the wide Containers and Images cells of controllers.

@@ -105,8 +105,10 @@ type Def[T Object] struct {
 	// KeepOnUpdate restores what a write of the object itself may not change (beyond status),
 	// such as a namespace's spec.finalizers, which only /finalize changes.
 	KeepOnUpdate func(obj, old T)
-	// Validate checks the object; ValidateUpdate adds checks of immutable fields.
+	// Validate checks the object; ValidateCreate adds checks of new objects only,
+	// ValidateUpdate checks of changes (immutable fields).
 	Validate       func(T) field.ErrorList
+	ValidateCreate func(T) field.ErrorList
 	ValidateUpdate func(obj, old T) field.ErrorList
 	// Allocate fills server-assigned values; old is the zero T on create.
 	Allocate func(ctx context.Context, h Hooks, obj, old T, creating bool) field.ErrorList
@@ -228,6 +230,8 @@ func (d *Def[T]) ValidateObject(o, oldo Object) field.ErrorList {
 		if d.ValidateUpdate != nil {
 			errs = append(errs, d.ValidateUpdate(obj, old)...)
 		}
+	} else if d.ValidateCreate != nil {
+		errs = append(errs, d.ValidateCreate(obj)...)
 	}
 	if d.Validate != nil {
 		errs = append(errs, d.Validate(obj)...)

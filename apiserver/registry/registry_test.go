@@ -224,26 +224,17 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-func TestValidateUpdate(t *testing.T) {
-	svcs := services(&ServiceAllocation{})
-	for _, tc := range []struct {
-		name   string
-		s      Strategy
-		old    Object
-		change func(Object)
-		want   []string
-	}{
-		{"pod image", pods, newPod(corev1.Container{Name: "c", Image: "a"}), func(o Object) { o.(*corev1.Pod).Spec.Containers[0].Image = "b" }, nil},
-		{"pod restartPolicy", pods, newPod(corev1.Container{Name: "c", Image: "a"}),
-			func(o Object) { o.(*corev1.Pod).Spec.RestartPolicy = corev1.RestartPolicyNever }, []string{"FieldValueForbidden spec"}},
-		{"service clusterIP", svcs, &corev1.Service{ObjectMeta: meta("s"), Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.5", Ports: []corev1.ServicePort{{Port: 80}}}},
-			func(o Object) {
-				o.(*corev1.Service).Spec.ClusterIP, o.(*corev1.Service).Spec.ClusterIPs = "10.0.0.6", nil
-			},
-			[]string{"FieldValueInvalid spec.clusterIPs[0]"}},
-		{"deployment selector", deployments, newDeployment(map[string]string{"app": "x"}, map[string]string{"app": "x", "v": "1"}),
-			func(o Object) { o.(*appsv1.Deployment).Spec.Selector.MatchLabels["v"] = "1" }, []string{"FieldValueInvalid spec.selector"}},
-	} {
+// updateCase is one update to validate: old is created, changed, and validated as an update.
+type updateCase struct {
+	name   string
+	s      Strategy
+	old    Object
+	change func(Object)
+	want   []string
+}
+
+func checkUpdates(t *testing.T, cases []updateCase) {
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.s.PrepareCreate(tc.old)
 			tc.old.SetResourceVersion("1")
@@ -255,6 +246,22 @@ func TestValidateUpdate(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestValidateUpdate(t *testing.T) {
+	svcs := services(&ServiceAllocation{})
+	checkUpdates(t, []updateCase{
+		{"pod image", pods, newPod(corev1.Container{Name: "c", Image: "a"}), func(o Object) { o.(*corev1.Pod).Spec.Containers[0].Image = "b" }, nil},
+		{"pod restartPolicy", pods, newPod(corev1.Container{Name: "c", Image: "a"}),
+			func(o Object) { o.(*corev1.Pod).Spec.RestartPolicy = corev1.RestartPolicyNever }, []string{"FieldValueForbidden spec"}},
+		{"service clusterIP", svcs, &corev1.Service{ObjectMeta: meta("s"), Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.5", Ports: []corev1.ServicePort{{Port: 80}}}},
+			func(o Object) {
+				o.(*corev1.Service).Spec.ClusterIP, o.(*corev1.Service).Spec.ClusterIPs = "10.0.0.6", nil
+			},
+			[]string{"FieldValueInvalid spec.clusterIPs[0]"}},
+		{"deployment selector", deployments, newDeployment(map[string]string{"app": "x"}, map[string]string{"app": "x", "v": "1"}),
+			func(o Object) { o.(*appsv1.Deployment).Spec.Selector.MatchLabels["v"] = "1" }, []string{"FieldValueInvalid spec.selector"}},
+	})
 }
 
 // fakeHooks stands in for storage: a set of claimed keys.

@@ -9,18 +9,22 @@ package replicaset
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
+	"github.com/kplane/kplane/controller/podcontrol"
 	"github.com/kplane/kplane/events"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
+
+// BurstReplicas is the most pods one sync creates or deletes (seed 000's burst limit); the
+// rest wait for the next sync, once these have been observed.
+const BurstReplicas = 500
 
 // Controller keeps the pods of every owner of one kind (T) in step with its spec. The loop's
 // queue holds owner keys ("ns/name"); handlers only queue keys and settle expectations.
@@ -33,7 +37,7 @@ type Controller[T cache.Object] struct {
 	pods   *cache.Informer[*corev1.Pod]
 
 	loop *controller.Loop
-	exp  *expectations
+	exp  *podcontrol.Expectations
 	// burst bounds the creations or deletions of one sync.
 	burst int
 	now   func() time.Time
@@ -57,7 +61,7 @@ func New[T cache.Object](ctx *controller.Context, k Kind[T], o *Options) (*Contr
 		owners:   cache.For[T](ctx.Informers, k.Resource),
 		pods:     cache.For[*corev1.Pod](ctx.Informers, "pods"),
 		loop:     controller.NewLoop(ctx, k.Name, controller.WithWorkers(o.ConcurrentSyncs)),
-		exp:      newExpectations(nil),
+		exp:      podcontrol.NewExpectations(nil),
 		burst:    BurstReplicas,
 		now:      time.Now,
 	}
@@ -165,7 +169,7 @@ func (c *Controller[T]) updatePod(old, cur *corev1.Pod) {
 			c.enqueue(o)
 			// A pod that just became ready becomes available after minReadySeconds:
 			// look again then.
-			if mrs := c.kind.MinReadySeconds(o); mrs > 0 && !readySince(old).ok && readySince(cur).ok {
+			if mrs := c.kind.MinReadySeconds(o); mrs > 0 && !podcontrol.ReadySince(old).Ready && podcontrol.ReadySince(cur).Ready {
 				c.loop.Queue.AddAfter(cache.MetaNamespaceKey(o), time.Duration(mrs)*time.Second+time.Second)
 			}
 		}
@@ -202,5 +206,3 @@ func (c *Controller[T]) event(o T, typ, reason, format string, args ...any) {
 		c.recorder.Eventf(o, typ, reason, format, args...)
 	}
 }
-
-var errOwnerGone = errors.New("owner deleted or replaced")

@@ -11,6 +11,7 @@ import (
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
+	"github.com/kplane/kplane/controller/podcontrol"
 	"github.com/kplane/kplane/internal/testserver"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -73,7 +74,7 @@ type podWatch struct {
 func (w *podWatch) see(p *corev1.Pod, gone bool, sel labels.Selector) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if gone || !isActive(p) || !sel.Matches(labels.Set(p.Labels)) {
+	if gone || !podcontrol.IsActive(p) || !sel.Matches(labels.Set(p.Labels)) {
 		delete(w.active, p.Name)
 	} else {
 		w.active[p.Name] = true
@@ -175,7 +176,7 @@ func runScenario[T cache.Object](t *testing.T, f fixture[T]) {
 		}
 		var out []*corev1.Pod
 		for _, p := range list.Items {
-			if isActive(p) && metav1.IsControlledBy(p, owner) {
+			if podcontrol.IsActive(p) && metav1.IsControlledBy(p, owner) {
 				out = append(out, p)
 			}
 		}

@@ -3,6 +3,7 @@ package replicaset
 import (
 	"time"
 
+	"github.com/kplane/kplane/controller/podcontrol"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -28,8 +29,8 @@ func calculateStatus(pods []*corev1.Pod, templateLabels map[string]string, minRe
 		if full.Matches(labels.Set(p.Labels)) {
 			st.FullyLabeledReplicas++
 		}
-		r := readySince(p)
-		if !r.ok {
+		r := podcontrol.ReadySince(p)
+		if !r.Ready {
 			continue
 		}
 		st.ReadyReplicas++
@@ -41,17 +42,12 @@ func calculateStatus(pods []*corev1.Pod, templateLabels map[string]string, minRe
 }
 
 // available: ready, and for at least minReadySeconds (0: ready is enough).
-func available(r readyTime, minReadySeconds int32, now time.Time) bool {
-	if !r.ok {
+func available(r podcontrol.ReadyTime, minReadySeconds int32, now time.Time) bool {
+	if !r.Ready {
 		return false
 	}
 	if minReadySeconds == 0 {
 		return true
 	}
-	return !r.at.IsZero() && !r.at.Add(time.Duration(minReadySeconds)*time.Second).After(now)
-}
-
-// isActive: neither terminating nor finished.
-func isActive(p *corev1.Pod) bool {
-	return p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+	return !r.At.IsZero() && !r.At.Add(time.Duration(minReadySeconds)*time.Second).After(now)
 }

@@ -2,21 +2,18 @@ package replicaset
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
+	"github.com/kplane/kplane/controller/podcontrol"
 	"github.com/kplane/kplane/reconcile"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // sync brings one owner's pods to its replicas and writes its status. Scaling happens only
@@ -44,7 +41,7 @@ func (c *Controller[T]) sync(ctx context.Context, key string) (reconcile.Result,
 	}
 	var active []*corev1.Pod
 	for _, p := range c.pods.Lister().Namespace(ns).List(labels.Everything()) {
-		if isActive(p) {
+		if podcontrol.IsActive(p) {
 			active = append(active, p)
 		}
 	}
@@ -72,102 +69,12 @@ func (c *Controller[T]) sync(ctx context.Context, key string) (reconcile.Result,
 	return reconcile.Result{}, manageErr
 }
 
-// claim returns the active pods the owner controls and its selector matches, adopting
-// matching orphans and releasing owned pods that no longer match on the way.
+// claim returns the pods the owner controls and its selector matches (see podcontrol.Claim).
 func (c *Controller[T]) claim(ctx context.Context, owner T, sel labels.Selector, pods []*corev1.Pod) ([]*corev1.Pod, error) {
-	var (
-		owned     []*corev1.Pod
-		errs      []error
-		checked   bool
-		adoptable error
-	)
-	deleting := owner.GetDeletionTimestamp() != nil
-	for _, p := range pods {
-		matches := sel.Matches(labels.Set(p.Labels))
-		ref := metav1.GetControllerOf(p)
-		switch {
-		case ref != nil && ref.UID != owner.GetUID():
-			// Someone else's.
-		case ref != nil && matches:
-			owned = append(owned, p)
-		case ref != nil:
-			if deleting {
-				continue
-			}
-			if err := c.release(ctx, owner, p); err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, err)
-			}
-		case matches && !deleting && p.DeletionTimestamp == nil:
-			if !checked {
-				checked, adoptable = true, c.canAdopt(ctx, owner)
-				if adoptable != nil {
-					errs = append(errs, adoptable)
-				}
-			}
-			if adoptable != nil {
-				continue
-			}
-			if err := c.adopt(ctx, owner, p); err != nil {
-				if !apierrors.IsNotFound(err) {
-					errs = append(errs, err)
-				}
-				continue
-			}
-			owned = append(owned, p)
-		}
-	}
-	return owned, errors.Join(errs...)
-}
-
-// canAdopt reads the owner from the server, not the cache: an owner deleted or being deleted
-// must not take pods, and the cache may not know yet.
-func (c *Controller[T]) canAdopt(ctx context.Context, owner T) error {
-	fresh, err := client.Resource[T](c.client, c.kind.Resource).Namespace(owner.GetNamespace()).Get(ctx, owner.GetName())
-	if err != nil {
-		return err
-	}
-	if fresh.GetUID() != owner.GetUID() || fresh.GetDeletionTimestamp() != nil {
-		return errOwnerGone
-	}
-	return nil
-}
-
-func (c *Controller[T]) controllerRef(owner T) metav1.OwnerReference {
-	yes := true
-	return metav1.OwnerReference{
-		APIVersion: c.kind.GVK.GroupVersion().String(), Kind: c.kind.GVK.Kind,
-		Name: owner.GetName(), UID: owner.GetUID(), Controller: &yes, BlockOwnerDeletion: &yes,
-	}
-}
-
-// metaPatch is a strategic merge patch of a pod's ownerReferences; the pod's UID in it makes
-// the patch fail if the name now belongs to another pod.
-type metaPatch struct {
-	Metadata struct {
-		OwnerReferences []any     `json:"ownerReferences"`
-		UID             types.UID `json:"uid"`
-	} `json:"metadata"`
-}
-
-func (c *Controller[T]) patchOwners(ctx context.Context, pod *corev1.Pod, ref any) error {
-	var p metaPatch
-	p.Metadata.OwnerReferences = []any{ref}
-	p.Metadata.UID = pod.UID
-	data, err := json.Marshal(p)
-	if err != nil {
-		return err
-	}
-	_, err = client.Resource[*corev1.Pod](c.client, "pods").Namespace(pod.Namespace).
-		Patch(ctx, pod.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{})
-	return err
-}
-
-func (c *Controller[T]) adopt(ctx context.Context, owner T, pod *corev1.Pod) error {
-	return c.patchOwners(ctx, pod, c.controllerRef(owner))
-}
-
-func (c *Controller[T]) release(ctx context.Context, owner T, pod *corev1.Pod) error {
-	return c.patchOwners(ctx, pod, map[string]any{"$patch": "delete", "uid": owner.GetUID()})
+	o := podcontrol.Owner{Object: owner, GVK: c.kind.GVK, Fresh: func(ctx context.Context) (metav1.Object, error) {
+		return client.Resource[T](c.client, c.kind.Resource).Namespace(owner.GetNamespace()).Get(ctx, owner.GetName())
+	}}
+	return podcontrol.Claim(ctx, c.client, o, sel, pods)
 }
 
 // manage creates or deletes pods so that owned becomes the owner's replicas, at most
@@ -182,14 +89,14 @@ func (c *Controller[T]) manage(ctx context.Context, owner T, key string, owned [
 		}
 		n := min(-diff, c.burst)
 		c.exp.ExpectCreations(key, n)
-		done, err := slowStart(n, slowStartInitialBatch, func() error { return c.createPod(ctx, owner, tmpl) })
+		done, err := podcontrol.SlowStart(n, func() error { return c.createPod(ctx, owner, tmpl) })
 		// Creations not made will not be observed.
 		for range n - done {
 			c.exp.CreationObserved(key)
 		}
 		return err
 	case diff > 0:
-		victims := podsToDelete(owned, owned, min(diff, c.burst), c.now())
+		victims := podcontrol.PodsToDelete(owned, owned, min(diff, c.burst), c.now())
 		keys := make([]string, len(victims))
 		for i, p := range victims {
 			keys[i] = cache.MetaNamespaceKey(p)
@@ -211,17 +118,7 @@ func (c *Controller[T]) manage(ctx context.Context, owner T, key string, owned [
 }
 
 func (c *Controller[T]) createPod(ctx context.Context, owner T, tmpl *corev1.PodTemplateSpec) error {
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			GenerateName:    owner.GetName() + "-",
-			Namespace:       owner.GetNamespace(),
-			Labels:          maps.Clone(tmpl.Labels),
-			Annotations:     maps.Clone(tmpl.Annotations),
-			Finalizers:      slices.Clone(tmpl.Finalizers),
-			OwnerReferences: []metav1.OwnerReference{c.controllerRef(owner)},
-		},
-		Spec: *tmpl.Spec.DeepCopy(),
-	}
+	pod := podcontrol.NewPod(owner, c.kind.GVK, tmpl, owner.GetName()+"-")
 	created, err := client.Resource[*corev1.Pod](c.client, "pods").Namespace(owner.GetNamespace()).Create(ctx, pod)
 	if err != nil {
 		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {

@@ -1,4 +1,4 @@
-package replicaset
+package podcontrol
 
 import (
 	"sync"
@@ -9,7 +9,7 @@ import (
 // that the cache is assumed to have missed the events, and the owner syncs from what it sees.
 const ExpectationsTTL = 5 * time.Minute
 
-// expectations remembers, per owner key, the pod creations and deletions a sync asked for and
+// Expectations remembers, per owner key, the pod creations and deletions a sync asked for and
 // the informer has not yet shown. While they are outstanding the owner's pods in the cache
 // are known to be stale, so the owner is not scaled again: that is what keeps a slow cache
 // from causing extra pods (or extra deletions).
@@ -17,7 +17,7 @@ const ExpectationsTTL = 5 * time.Minute
 // Creations are counted (the pods' names are not known before the server answers); deletions
 // are tracked by pod key, so that a pod seen first as terminating and then as deleted is
 // counted once.
-type expectations struct {
+type Expectations struct {
 	mu     sync.Mutex
 	owners map[string]*expected
 	now    func() time.Time
@@ -29,16 +29,16 @@ type expected struct {
 	set     time.Time
 }
 
-func newExpectations(now func() time.Time) *expectations {
+func NewExpectations(now func() time.Time) *Expectations {
 	if now == nil {
 		now = time.Now
 	}
-	return &expectations{owners: map[string]*expected{}, now: now}
+	return &Expectations{owners: map[string]*expected{}, now: now}
 }
 
 // Satisfied reports whether the owner may be scaled: nothing is outstanding, or what is
 // outstanding is older than the TTL, or nothing was ever expected.
-func (e *expectations) Satisfied(owner string) bool {
+func (e *Expectations) Satisfied(owner string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	x, ok := e.owners[owner]
@@ -52,14 +52,14 @@ func (e *expectations) Satisfied(owner string) bool {
 }
 
 // ExpectCreations replaces the owner's expectations with n creations.
-func (e *expectations) ExpectCreations(owner string, n int) {
+func (e *Expectations) ExpectCreations(owner string, n int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.owners[owner] = &expected{creates: n, set: e.now()}
 }
 
 // ExpectDeletions replaces the owner's expectations with the deletion of the pods podKeys.
-func (e *expectations) ExpectDeletions(owner string, podKeys []string) {
+func (e *Expectations) ExpectDeletions(owner string, podKeys []string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	x := &expected{deletes: make(map[string]struct{}, len(podKeys)), set: e.now()}
@@ -71,7 +71,7 @@ func (e *expectations) ExpectDeletions(owner string, podKeys []string) {
 
 // CreationObserved lowers the owner's outstanding creations by one: a pod it owns appeared,
 // or a creation it expected was not made.
-func (e *expectations) CreationObserved(owner string) {
+func (e *Expectations) CreationObserved(owner string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if x, ok := e.owners[owner]; ok && x.creates > 0 {
@@ -81,7 +81,7 @@ func (e *expectations) CreationObserved(owner string) {
 
 // DeletionObserved marks the deletion of pod podKey as seen (or as not going to happen).
 // Pods not expected to go are ignored.
-func (e *expectations) DeletionObserved(owner, podKey string) {
+func (e *Expectations) DeletionObserved(owner, podKey string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if x, ok := e.owners[owner]; ok {
@@ -90,7 +90,7 @@ func (e *expectations) DeletionObserved(owner, podKey string) {
 }
 
 // Forget drops the owner's expectations (the owner is gone).
-func (e *expectations) Forget(owner string) {
+func (e *Expectations) Forget(owner string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.owners, owner)

@@ -1,10 +1,6 @@
-package replicaset
+package podcontrol
 
 import "sync"
-
-// BurstReplicas is the most pods one sync creates or deletes (seed 000's burst limit); the
-// rest wait for the next sync, once these have been observed.
-const BurstReplicas = 500
 
 // slowStartInitialBatch is the size of the first batch of creations.
 const slowStartInitialBatch = 1
@@ -22,12 +18,12 @@ func batchSizes(n, initial int) []int {
 	return out
 }
 
-// slowStart calls fn n times in batches of growing size (see batchSizes), the calls of one
+// SlowStart calls fn n times in batches of growing size (1, 2, 4, ...), the calls of one
 // batch concurrently. A batch with any failure ends it: a template the server rejects then
 // costs one failed request, not n. It returns how many calls succeeded and the first error.
-func slowStart(n, initial int, fn func() error) (int, error) {
+func SlowStart(n int, fn func() error) (int, error) {
 	done := 0
-	for _, size := range batchSizes(n, initial) {
+	for _, size := range batchSizes(n, slowStartInitialBatch) {
 		errs := make(chan error, size)
 		var wg sync.WaitGroup
 		for range size {

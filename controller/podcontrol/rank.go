@@ -1,4 +1,4 @@
-package replicaset
+package podcontrol
 
 import (
 	"cmp"
@@ -14,16 +14,16 @@ import (
 // (lower cost first).
 const deletionCostAnnotation = "controller.kubernetes.io/pod-deletion-cost"
 
-// podsToDelete chooses n of pods to delete, the cheapest to lose first. related are the
+// PodsToDelete chooses n of pods to delete, the cheapest to lose first. related are the
 // active pods the owner's pods share nodes with (its own pods here), used to prefer pods
 // doubled up on a node.
-func podsToDelete(pods, related []*corev1.Pod, n int, now time.Time) []*corev1.Pod {
+func PodsToDelete(pods, related []*corev1.Pod, n int, now time.Time) []*corev1.Pod {
 	if n >= len(pods) {
 		return pods
 	}
 	onNode := map[string]int{}
 	for _, p := range related {
-		if isActive(p) {
+		if IsActive(p) {
 			onNode[p.Spec.NodeName]++
 		}
 	}
@@ -69,9 +69,9 @@ func compareForDeletion(a, b rankedPod, now time.Time) int {
 	if oa, ob := phaseOrder(pa.Status.Phase), phaseOrder(pb.Status.Phase); oa != ob {
 		return cmp.Compare(oa, ob)
 	}
-	ra, rb := readySince(pa), readySince(pb)
-	if ra.ok != rb.ok {
-		return boolFirst(!ra.ok)
+	ra, rb := ReadySince(pa), ReadySince(pb)
+	if ra.Ready != rb.Ready {
+		return boolFirst(!ra.Ready)
 	}
 	if ca, cb := deletionCost(pa), deletionCost(pb); ca != cb {
 		return cmp.Compare(ca, cb)
@@ -79,8 +79,8 @@ func compareForDeletion(a, b rankedPod, now time.Time) int {
 	if a.colocated != b.colocated {
 		return cmp.Compare(b.colocated, a.colocated)
 	}
-	if ra.ok && !ra.at.Equal(rb.at) {
-		if c := newerFirst(pa, pb, ra.at, rb.at, now); c != 0 {
+	if ra.Ready && !ra.At.Equal(rb.At) {
+		if c := newerFirst(pa, pb, ra.At, rb.At, now); c != 0 {
 			return c
 		}
 	}
@@ -117,18 +117,20 @@ func ageBucket(age time.Duration) int {
 	return int(math.Log2(float64(age)))
 }
 
-type readyTime struct {
-	ok bool
-	at time.Time
+// ReadyTime is when a pod became ready, if it is.
+type ReadyTime struct {
+	Ready bool
+	At    time.Time
 }
 
-func readySince(p *corev1.Pod) readyTime {
+// ReadySince reads the pod's Ready condition.
+func ReadySince(p *corev1.Pod) ReadyTime {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
-			return readyTime{ok: c.Status == corev1.ConditionTrue, at: c.LastTransitionTime.Time}
+			return ReadyTime{Ready: c.Status == corev1.ConditionTrue, At: c.LastTransitionTime.Time}
 		}
 	}
-	return readyTime{}
+	return ReadyTime{}
 }
 
 func deletionCost(p *corev1.Pod) int {
@@ -177,4 +179,9 @@ func boolFirst(aFirst bool) int {
 		return -1
 	}
 	return 1
+}
+
+// IsActive reports whether a pod is neither terminating nor finished.
+func IsActive(p *corev1.Pod) bool {
+	return p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 }

@@ -89,9 +89,10 @@ func (a *Agent) containerEnv(ctx context.Context, pod *corev1.Pod, podIP string,
 	for _, s := range spec.Args {
 		argv = append(argv, expand(s, lookup))
 	}
-	// PATH and HOME play the part of an image's environment: present unless the container
-	// sets them, but not something $(VAR) can refer to.
-	for _, kv := range []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir} {
+	// PATH and HOME play the part of an image's environment, HOSTNAME the runtime's (the
+	// pod's hostname, as containerd sets it): present unless the container sets them, but not
+	// something $(VAR) can refer to.
+	for _, kv := range []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "HOSTNAME=" + podHostname(pod)} {
 		if _, set := vars.values[kv[:strings.IndexByte(kv, '=')]]; !set {
 			env = append(env, kv)
 		}
@@ -100,6 +101,15 @@ func (a *Agent) containerEnv(ctx context.Context, pod *corev1.Pod, podIP string,
 		env = append(env, k+"="+vars.values[k])
 	}
 	return env, argv, nil
+}
+
+// podHostname is the pod's hostname: spec.hostname, else its name cut to a DNS label's 63
+// characters, as the kubelet chooses it.
+func podHostname(pod *corev1.Pod) string {
+	if pod.Spec.Hostname != "" {
+		return pod.Spec.Hostname
+	}
+	return strings.TrimRight(pod.Name[:min(len(pod.Name), 63)], "-.")
 }
 
 // envVars is an environment being built: names in the order first defined, a later

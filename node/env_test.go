@@ -424,3 +424,19 @@ func TestPodEvents(t *testing.T) {
 		return false, "none"
 	})
 }
+
+func TestPodHostname(t *testing.T) {
+	long := strings.Repeat("a", 62) + "-b"
+	for _, tc := range []struct {
+		name, hostname, want string
+	}{
+		{"web-1", "", "web-1"},
+		{"job-0-x1", "job-0", "job-0"},
+		{long, "", strings.Repeat("a", 62)}, // cut to 63, no trailing dash
+	} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: tc.name}, Spec: corev1.PodSpec{Hostname: tc.hostname}}
+		if got := podHostname(pod); got != tc.want {
+			t.Errorf("%q/%q: %q, want %q", tc.name, tc.hostname, got, tc.want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -47,6 +48,8 @@ func (c *Controller) watchAll(f *cache.Factory) {
 	watch[*corev1.PersistentVolume](c, f, "persistentvolumes", false)
 	watch[*corev1.PersistentVolumeClaim](c, f, "persistentvolumeclaims", true)
 	watch[*storagev1.StorageClass](c, f, "storageclasses", false)
+	watch[*batchv1.Job](c, f, "jobs", true)
+	watch[*batchv1.CronJob](c, f, "cronjobs", true)
 }
 
 // watch adds the resource of objects T to the collector: its informer feeds the graph, and typed

@@ -6,6 +6,7 @@ import (
 	"github.com/kplane/kplane/controller/endpoints"
 	"github.com/kplane/kplane/controller/endpointslice"
 	"github.com/kplane/kplane/controller/garbagecollector"
+	"github.com/kplane/kplane/controller/job"
 	"github.com/kplane/kplane/controller/namespace"
 	"github.com/kplane/kplane/controller/nodelifecycle"
 	"github.com/kplane/kplane/controller/podgc"
@@ -30,6 +31,7 @@ var Registry = []controller.Entry{
 	replicaset.ReplicaSetEntry,
 	replicaset.ReplicationControllerEntry,
 	deployment.Entry,
+	job.Entry,
 	persistentvolume.Entry,
 	protection.PVCEntry,
 	protection.PVEntry,

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"github.com/kplane/kplane/internal/placement"
 	"sort"
 	"strings"
 
@@ -15,46 +16,6 @@ const (
 	reasonUnschedulable = "node(s) were unschedulable"
 	reasonSelector      = "node(s) didn't match Pod's node affinity/selector"
 )
-
-// Tolerates reports whether toleration t tolerates taint. An empty effect matches every
-// effect; an empty key (only meaningful with operator Exists) matches every key; operator
-// Exists matches any value, Equal (or empty) the same value. Other operators match nothing.
-func Tolerates(t corev1.Toleration, taint corev1.Taint) bool {
-	if t.Effect != "" && t.Effect != taint.Effect {
-		return false
-	}
-	if t.Key != "" && t.Key != taint.Key {
-		return false
-	}
-	switch t.Operator {
-	case corev1.TolerationOpExists:
-		return true
-	case corev1.TolerationOpEqual, "":
-		return t.Key != "" && t.Value == taint.Value
-	}
-	return false
-}
-
-// untoleratedTaint returns the first NoSchedule or NoExecute taint of taints that none of
-// tolerations tolerates. PreferNoSchedule taints never keep a pod off a node.
-func untoleratedTaint(taints []corev1.Taint, tolerations []corev1.Toleration) (corev1.Taint, bool) {
-	for _, taint := range taints {
-		if taint.Effect != corev1.TaintEffectNoSchedule && taint.Effect != corev1.TaintEffectNoExecute {
-			continue
-		}
-		tolerated := false
-		for _, t := range tolerations {
-			if Tolerates(t, taint) {
-				tolerated = true
-				break
-			}
-		}
-		if !tolerated {
-			return taint, true
-		}
-	}
-	return corev1.Taint{}, false
-}
 
 // NodeReady reports whether node's Ready condition is True.
 func NodeReady(node *corev1.Node) bool {
@@ -74,7 +35,7 @@ func Fits(pod *corev1.Pod, node *corev1.Node) string {
 	}
 	if node.Spec.Unschedulable {
 		// A pod tolerating the unschedulable taint may still go there, as in Kubernetes.
-		if _, bad := untoleratedTaint([]corev1.Taint{{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}}, pod.Spec.Tolerations); bad {
+		if _, bad := placement.UntoleratedTaint([]corev1.Taint{{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}}, pod.Spec.Tolerations); bad {
 			return reasonUnschedulable
 		}
 	}
@@ -82,10 +43,10 @@ func Fits(pod *corev1.Pod, node *corev1.Node) string {
 		return reasonSelector
 	}
 	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil &&
-		!MatchNodeSelector(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution, node) {
+		!placement.MatchNodeSelector(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution, node) {
 		return reasonSelector
 	}
-	if taint, bad := untoleratedTaint(node.Spec.Taints, pod.Spec.Tolerations); bad {
+	if taint, bad := placement.UntoleratedTaint(node.Spec.Taints, pod.Spec.Tolerations); bad {
 		return fmt.Sprintf("node(s) had untolerated taint {%s}", taintString(taint))
 	}
 	return ""

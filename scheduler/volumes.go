@@ -3,15 +3,13 @@ package scheduler
 import (
 	"cmp"
 	"fmt"
+	"github.com/kplane/kplane/internal/placement"
 	"slices"
-	"strconv"
 
 	"github.com/kplane/kplane/internal/pv"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 )
 
 // Volume binding, as Kubernetes' VolumeBinding plugin does it for one scheduler: a pod whose
@@ -140,55 +138,7 @@ func volumesFit(pc podClaims, node *corev1.Node, l volumeLookup, nodeExists func
 // node matches it.
 func VolumeReachable(v *corev1.PersistentVolume, node *corev1.Node) bool {
 	a := v.Spec.NodeAffinity
-	return a == nil || a.Required == nil || MatchNodeSelector(a.Required, node)
-}
-
-// MatchNodeSelector reports whether node matches a required node selector: any of its terms,
-// each term being all of its expressions (on labels) and fields (metadata.name). A term with
-// neither matches nothing; so does a malformed requirement.
-func MatchNodeSelector(s *corev1.NodeSelector, node *corev1.Node) bool {
-	return slices.ContainsFunc(s.NodeSelectorTerms, func(t corev1.NodeSelectorTerm) bool { return matchTerm(t, node) })
-}
-
-func matchTerm(t corev1.NodeSelectorTerm, node *corev1.Node) bool {
-	if len(t.MatchExpressions) == 0 && len(t.MatchFields) == 0 {
-		return false
-	}
-	for _, r := range t.MatchExpressions {
-		if !matchRequirement(r, labels.Set(node.Labels)) {
-			return false
-		}
-	}
-	for _, r := range t.MatchFields {
-		if r.Key != metav1.ObjectNameField || !matchRequirement(r, labels.Set{metav1.ObjectNameField: node.Name}) {
-			return false
-		}
-	}
-	return true
-}
-
-var operators = map[corev1.NodeSelectorOperator]selection.Operator{
-	corev1.NodeSelectorOpIn: selection.In, corev1.NodeSelectorOpNotIn: selection.NotIn,
-	corev1.NodeSelectorOpExists: selection.Exists, corev1.NodeSelectorOpDoesNotExist: selection.DoesNotExist,
-	corev1.NodeSelectorOpGt: selection.GreaterThan, corev1.NodeSelectorOpLt: selection.LessThan,
-}
-
-func matchRequirement(r corev1.NodeSelectorRequirement, set labels.Set) bool {
-	op, ok := operators[r.Operator]
-	if !ok {
-		return false
-	}
-	if op == selection.GreaterThan || op == selection.LessThan {
-		// Gt and Lt compare integers; a value that is not one matches nothing.
-		if len(r.Values) != 1 {
-			return false
-		}
-		if _, err := strconv.ParseInt(r.Values[0], 10, 64); err != nil {
-			return false
-		}
-	}
-	req, err := labels.NewRequirement(r.Key, op, r.Values)
-	return err == nil && req.Matches(set)
+	return a == nil || a.Required == nil || placement.MatchNodeSelector(a.Required, node)
 }
 
 // topologyAllows reports whether a class's allowedTopologies (none: everywhere) admit node.

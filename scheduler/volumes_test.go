@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/kplane/kplane/internal/placement"
 	"github.com/kplane/kplane/internal/pv"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -45,7 +46,7 @@ func TestMatchNodeSelector(t *testing.T) {
 		{"empty term matches nothing", selectorOf(corev1.NodeSelectorTerm{}), false},
 		{"unknown operator", selectorOf(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{requirement("zone", "Near", "a")}}), false},
 	} {
-		if got := MatchNodeSelector(tc.sel, n); got != tc.want {
+		if got := placement.MatchNodeSelector(tc.sel, n); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -1,6 +1,7 @@
 package nodelifecycle
 
 import (
+	"github.com/kplane/kplane/internal/placement"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -172,7 +173,7 @@ func evictionTime(pod *corev1.Pod, taints []corev1.Taint, timeout time.Duration)
 		matched := false
 		for j := range pod.Spec.Tolerations {
 			tol := &pod.Spec.Tolerations[j]
-			if !tolerates(tol, t) {
+			if !placement.Tolerates(*tol, *t) {
 				continue
 			}
 			if !matched {
@@ -210,27 +211,6 @@ func isDefaultToleration(tol *corev1.Toleration, taint *corev1.Taint) bool {
 	return tol.Key == taint.Key && tol.Operator == corev1.TolerationOpExists && tol.Value == "" &&
 		tol.Effect == corev1.TaintEffectNoExecute && tol.TolerationSeconds != nil &&
 		*tol.TolerationSeconds == defaultTolerationSeconds
-}
-
-// tolerates reports whether tol matches taint (operators Exists and Equal; the numeric
-// comparison operators match nothing here).
-func tolerates(tol *corev1.Toleration, taint *corev1.Taint) bool {
-	if tol.Effect != "" && tol.Effect != taint.Effect {
-		return false
-	}
-	if tol.Key == "" {
-		return tol.Operator == corev1.TolerationOpExists
-	}
-	if tol.Key != taint.Key {
-		return false
-	}
-	switch tol.Operator {
-	case corev1.TolerationOpExists:
-		return true
-	case "", corev1.TolerationOpEqual:
-		return tol.Value == taint.Value
-	}
-	return false
 }
 
 // needsNotReady reports whether pod still has a Ready condition that is not False.

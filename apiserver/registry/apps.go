@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -247,6 +249,51 @@ var daemonSets = &Def[*appsv1.DaemonSet]{
 		return []any{int64(st.DesiredNumberScheduled), int64(st.CurrentNumberScheduled), int64(st.NumberReady),
 			int64(st.UpdatedNumberScheduled), int64(st.NumberAvailable), labels.FormatLabels(ds.Spec.Template.Spec.NodeSelector),
 			Age(ds.CreationTimestamp), names, images, metav1.FormatLabelSelector(ds.Spec.Selector)}
+	},
+}
+
+// controllerRevisions are the history of DaemonSets and StatefulSets: each holds a patch
+// that sets its owner's pod template, and a revision number; kubectl rollout history and undo
+// read them.
+var controllerRevisions = &Def[*appsv1.ControllerRevision]{
+	Info: Info{GroupVersion: appsV1, Resource: "controllerrevisions", Singular: "controllerrevision",
+		Kind: "ControllerRevision", Namespaced: true},
+	NewList: func() runtime.Object { return &appsv1.ControllerRevisionList{} },
+	Validate: func(r *appsv1.ControllerRevision) field.ErrorList {
+		var errs field.ErrorList
+		if r.Data.Raw == nil && r.Data.Object == nil {
+			errs = append(errs, field.Required(field.NewPath("data"), "data is mandatory"))
+		}
+		return append(errs, nonNegative(r.Revision, field.NewPath("revision"))...)
+	},
+	ValidateUpdate: func(r, old *appsv1.ControllerRevision) field.ErrorList {
+		if !apiequality.Semantic.DeepEqual(r.Data, old.Data) {
+			return immutable(r.Data, field.NewPath("data"))
+		}
+		return nil
+	},
+	// A revision has no spec: every change counts for its generation.
+	SpecChanged: func(r, old *appsv1.ControllerRevision) bool {
+		return r.Revision != old.Revision || !apiequality.Semantic.DeepEqual(r.Data, old.Data)
+	},
+	Columns: columns(
+		Column("Controller", "string", 0, "Controller of the object."),
+		Column("Revision", "string", 0, "Revision indicates the revision of the state represented by Data."),
+		AgeColumn,
+	),
+	Row: func(r *appsv1.ControllerRevision) []any {
+		owner := "<none>"
+		if ref := metav1.GetControllerOfNoCopy(r); ref != nil {
+			gv, err := schema.ParseGroupVersion(ref.APIVersion)
+			if err == nil {
+				owner = strings.ToLower(ref.Kind)
+				if gv.Group != "" {
+					owner += "." + gv.Group
+				}
+				owner += "/" + ref.Name
+			}
+		}
+		return []any{owner, r.Revision, Age(r.CreationTimestamp)}
 	},
 }
 

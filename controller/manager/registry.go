@@ -2,6 +2,7 @@ package manager
 
 import (
 	"github.com/kplane/kplane/controller"
+	"github.com/kplane/kplane/controller/daemonset"
 	"github.com/kplane/kplane/controller/deployment"
 	"github.com/kplane/kplane/controller/endpoints"
 	"github.com/kplane/kplane/controller/endpointslice"
@@ -32,6 +33,7 @@ var Registry = []controller.Entry{
 	replicaset.ReplicationControllerEntry,
 	deployment.Entry,
 	job.Entry,
+	daemonset.Entry,
 	persistentvolume.Entry,
 	protection.PVCEntry,
 	protection.PVEntry,

@@ -607,7 +607,12 @@ var cronJobs = &Def[*batchv1.CronJob]{
 			tz = *c.Spec.TimeZone
 		}
 		names, images := containerCells(c.Spec.JobTemplate.Spec.Template.Spec.Containers)
-		return []any{c.Spec.Schedule, tz, deref(c.Spec.Suspend), int64(len(c.Status.Active)), last, Age(c.CreationTimestamp),
+		// kubectl shows SUSPEND as the words Kubernetes' printer writes, not a JSON bool.
+		suspend := map[*bool]string{nil: "<unset>"}[c.Spec.Suspend]
+		if c.Spec.Suspend != nil {
+			suspend = map[bool]string{true: "True", false: "False"}[*c.Spec.Suspend]
+		}
+		return []any{c.Spec.Schedule, tz, suspend, int64(len(c.Status.Active)), last, Age(c.CreationTimestamp),
 			names, images, metav1.FormatLabelSelector(c.Spec.JobTemplate.Spec.Selector)}
 	},
 }

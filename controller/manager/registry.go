@@ -2,6 +2,7 @@ package manager
 
 import (
 	"github.com/kplane/kplane/controller"
+	"github.com/kplane/kplane/controller/cronjob"
 	"github.com/kplane/kplane/controller/daemonset"
 	"github.com/kplane/kplane/controller/deployment"
 	"github.com/kplane/kplane/controller/endpoints"
@@ -15,6 +16,7 @@ import (
 	"github.com/kplane/kplane/controller/rootcacertpublisher"
 	"github.com/kplane/kplane/controller/serviceaccount"
 	"github.com/kplane/kplane/controller/serviceaccounttoken"
+	"github.com/kplane/kplane/controller/ttlafterfinished"
 	"github.com/kplane/kplane/controller/volume/persistentvolume"
 	"github.com/kplane/kplane/controller/volume/protection"
 )
@@ -33,6 +35,8 @@ var Registry = []controller.Entry{
 	replicaset.ReplicationControllerEntry,
 	deployment.Entry,
 	job.Entry,
+	cronjob.Entry,
+	ttlafterfinished.Entry,
 	daemonset.Entry,
 	persistentvolume.Entry,
 	protection.PVCEntry,

@@ -51,11 +51,28 @@ spec:
       restartPolicy: Never
       containers:
       - {name: main, image: sh, command: [/bin/sh, -c, 'exit 42']}
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: nightly}
+spec:
+  schedule: "0 3 * * *"
+  timeZone: Europe/Berlin
+  jobTemplate:
+    spec:
+      ttlSecondsAfterFinished: 1
+      template:
+        spec:
+          restartPolicy: Never
+          containers:
+          - {name: main, image: sh, command: [/bin/sh, -c, 'echo nightly run']}
 `
 
 // TestUpJobs runs Jobs under `kplane up` with real kubectl: 50 completions reached and waited
 // for with kubectl wait, kubectl's Job columns, an Indexed Job's pods seeing their index and
-// hostname, a podFailurePolicy failing a Job at once, and invalid Jobs refused with causes.
+// hostname, a podFailurePolicy failing a Job at once, a CronJob's Job started by hand and
+// removed after its TTL, and invalid Jobs refused with causes. (Runs on a schedule are
+// tested with a fake clock in controller/cronjob: a real one would wait up to a minute.)
 func TestUpJobs(t *testing.T) {
 	dir := t.TempDir()
 	startRole(t, "up", "--secure-port", "0", "--data-dir", dir)
@@ -95,6 +112,22 @@ func TestUpJobs(t *testing.T) {
 
 	r := k.fail("patch", "job", "fifty", "--type=merge", "-p", `{"spec":{"completions":60}}`)
 	expectContains(t, "immutable completions", r.stderr, "spec.completions: Invalid value: 60: field is immutable")
+
+	// A CronJob's Job started by hand (kubectl create job --from), run, and removed by the
+	// TTL-after-finished controller a second after it completed.
+	tab = parseTable(t, k.ok("get", "cronjobs"))
+	expectHeader(t, "kubectl get cronjobs", tab, "NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST SCHEDULE", "AGE")
+	if row := tab.row(t, "nightly"); row["SCHEDULE"] != "0 3 * * *" || row["TIMEZONE"] != "Europe/Berlin" || row["SUSPEND"] != "False" {
+		t.Errorf("nightly: %v", row)
+	}
+	k.ok("create", "job", "--from=cronjob/nightly", "nightly-manual")
+	k.ok("wait", "--for=condition=complete", "job/nightly-manual", "--timeout=60s")
+	until(t, "the finished Job deleted after its TTL", func() error {
+		if r := k.run("", "get", "job", "nightly-manual"); r.err == nil {
+			return fmt.Errorf("still there")
+		}
+		return nil
+	})
 
 	// Deleting a Job deletes its pods (the garbage collector, background propagation).
 	k.ok("delete", "job", "fifty")

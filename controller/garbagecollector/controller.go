@@ -198,10 +198,22 @@ func (c *Controller) orphan(ctx context.Context, k *kind, n *node, deps []*node)
 // foreground has n's dependents deleted and removes n's "foregroundDeletion" finalizer once no
 // dependent that blocks its deletion (blockOwnerDeletion) is left. The dependents delete
 // themselves in their own syncs, which find their owner waiting.
+//
+// Owners in a circle (A owns B owns C owns A) would each wait for the next forever once all
+// are being deleted in the foreground: a blocking dependent that is itself waiting and leads
+// back to n through its own dependents stops blocking n (its reference to n is unblocked), so
+// n goes first and the rest follow in turn, as in Kubernetes, which unblocks a dependent's
+// references when it finds the circle.
 func (c *Controller) foreground(ctx context.Context, k *kind, n *node, deps []*node) error {
 	blocked := false
 	for _, d := range deps {
 		if d.blocks(n.uid) {
+			if d.waitingForDependents() && c.graph.reaches(d.uid, n.uid) {
+				if err := c.unblock(ctx, d, n.uid); err != nil {
+					return err
+				}
+				continue
+			}
 			blocked = true
 		}
 		if !d.deleting {
@@ -234,6 +246,21 @@ func (c *Controller) detach(ctx context.Context, k *kind, n *node, owners []type
 		return nil
 	}
 	return c.patch(ctx, k, n, ops)
+}
+
+// unblock sets blockOwnerDeletion false on n's reference to owner, testing that the reference
+// is where the cache saw it.
+func (c *Controller) unblock(ctx context.Context, n *node, owner types.UID) error {
+	for i, r := range n.owners {
+		if r.UID == owner {
+			p := fmt.Sprintf("/metadata/ownerReferences/%d", i)
+			slog.Info("garbage collector: owners in a circle, unblocking a reference", "kind", n.kind.Kind,
+				"object", n.namespace+"/"+n.name, "owner", r.Kind+"/"+r.Name)
+			return c.patch(ctx, c.kinds[n.kind.GroupKind()], n, []patchOp{{Op: "test", Path: "/metadata/uid", Value: n.uid},
+				{Op: "test", Path: p + "/uid", Value: owner}, {Op: "replace", Path: p + "/blockOwnerDeletion", Value: false}})
+		}
+	}
+	return nil
 }
 
 // removeFinalizer removes finalizer f from n, testing that it is where the cache saw it.

@@ -123,6 +123,29 @@ func (g *graph) get(uid types.UID) (*node, []*node) {
 	return n, deps
 }
 
+// reaches reports whether to is among from's dependents, their dependents, and so on: whether
+// a foreground wait of to on from would wait for itself.
+func (g *graph) reaches(from, to types.UID) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	seen := map[types.UID]bool{from: true}
+	next := []types.UID{from}
+	for len(next) > 0 {
+		u := next[len(next)-1]
+		next = next[:len(next)-1]
+		for d := range g.dependents[u] {
+			if d == to {
+				return true
+			}
+			if !seen[d] {
+				seen[d] = true
+				next = append(next, d)
+			}
+		}
+	}
+	return false
+}
+
 // lookup returns the node of uid, or nil.
 func (g *graph) lookup(uid types.UID) *node {
 	g.mu.Lock()

@@ -176,6 +176,57 @@ func TestForeground(t *testing.T) {
 	waitFor(t, "the non-blocking dependent to be collected", gone[*corev1.ConfigMap](t, "configmaps", ns, "nonblocking"))
 }
 
+// TestForegroundCircle: owners in a circle (a owns b owns c owns a, every reference
+// blocking) all go when one is deleted in the foreground, instead of each waiting for the
+// next; in a chain (x owns y owns z, z held by a finalizer) the wait is kept.
+func TestForegroundCircle(t *testing.T) {
+	start(t)
+	ns := testserver.Namespace(t, c, "gc-circle")
+	cms := client.Resource[*corev1.ConfigMap](c, "configmaps").Namespace(ns)
+	link := func(name, ownerName string) {
+		t.Helper()
+		o := getCM(t, ns, ownerName)
+		cm := getCM(t, ns, name)
+		cm.OwnerReferences = []metav1.OwnerReference{owner("v1", "ConfigMap", ownerName, o, true)}
+		if _, err := cms.Update(context.Background(), cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		configMap(t, ns, name, nil)
+	}
+	link("b", "a")
+	link("c", "b")
+	link("a", "c")
+	fg := metav1.DeletePropagationForeground
+	if err := cms.Delete(context.Background(), "a", metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		waitFor(t, name+" of the circle to be gone", gone[*corev1.ConfigMap](t, "configmaps", ns, name))
+	}
+
+	configMap(t, ns, "x", nil)
+	configMap(t, ns, "y", nil)
+	configMap(t, ns, "z", []string{"example.com/hold"})
+	link("y", "x")
+	link("z", "y")
+	if err := cms.Delete(context.Background(), "x", metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "z to be marked", func() bool { return getCM(t, ns, "z").DeletionTimestamp != nil })
+	time.Sleep(300 * time.Millisecond)
+	if x := getCM(t, ns, "x"); x.DeletionTimestamp == nil || len(x.Finalizers) != 1 {
+		t.Fatalf("x of the chain did not wait: finalizers %v", x.Finalizers)
+	}
+	if _, err := cms.Patch(context.Background(), "z", "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"z", "y", "x"} {
+		waitFor(t, name+" of the chain to be gone", gone[*corev1.ConfigMap](t, "configmaps", ns, name))
+	}
+}
+
 // TestServiceEndpointSlices: the slices of a deleted Service are collected.
 func TestServiceEndpointSlices(t *testing.T) {
 	start(t)

@@ -228,8 +228,16 @@ func (c *Controller) deleteContent(ctx context.Context, ns *corev1.Namespace) (o
 		out.discoveryErr = err
 		return out, 0
 	}
+	// Pods go first, and nothing else until they are gone (ordered namespace deletion, on by
+	// default since Kubernetes v1.34): a pod still running keeps the Secrets, ConfigMaps and
+	// claims it uses, and a Service keeps its endpoints while its pods terminate.
+	resources := contentResources(lists)
+	slices.SortStableFunc(resources, func(a, b contentResource) int { return boolFirst(isPods(a)) - boolFirst(isPods(b)) })
 	var estimate time.Duration
-	for _, r := range contentResources(lists) {
+	for _, r := range resources {
+		if !isPods(r) && out.remaining[podsName] > 0 {
+			break
+		}
 		est, left, err := c.deleteResource(ctx, r, ns)
 		if err != nil {
 			out.deleteErrs = append(out.deleteErrs, r.String()+": "+err.Error())
@@ -254,12 +262,24 @@ func (c *Controller) deleteContent(ctx context.Context, ns *corev1.Namespace) (o
 	return out, estimate
 }
 
+// podsName is the pods resource as outcome counts it.
+var podsName = contentResource{GroupVersion: "v1", Resource: "pods"}.String()
+
+func isPods(r contentResource) bool { return r.GroupVersion == "v1" && r.Resource == "pods" }
+
+func boolFirst(b bool) int {
+	if b {
+		return 0
+	}
+	return 1
+}
+
 // deleteResource deletes the objects of one resource in ns and returns the pods' grace
 // estimate (pods only) and what is still listed afterwards.
 func (c *Controller) deleteResource(ctx context.Context, r contentResource, ns *corev1.Namespace) (time.Duration, []metav1.ObjectMeta, error) {
 	path := r.path(ns.Name)
 	var estimate time.Duration
-	if r.GroupVersion == "v1" && r.Resource == "pods" {
+	if isPods(r) {
 		pods, err := client.Resource[*corev1.Pod](c.client, "pods").Namespace(ns.Name).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return 0, nil, err

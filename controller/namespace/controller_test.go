@@ -169,6 +169,41 @@ func TestDeletionEmptiesNamespace(t *testing.T) {
 }
 
 // TestStopEndsEveryGoroutine stops the controller while a namespace waits for a requeue.
+// TestPodsGoFirst: while a pod of a deleted namespace remains (held by a finalizer here),
+// nothing else in it is deleted; once it is gone, the rest goes.
+func TestPodsGoFirst(t *testing.T) {
+	ctx := context.Background()
+	start(t, c)
+	ns := testserver.Namespace(t, c, "nsctl-order-")
+	if _, err := client.Resource[*corev1.ConfigMap](c, "configmaps").Namespace(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "config"}}); err != nil {
+		t.Fatal(err)
+	}
+	pods := client.Resource[*corev1.Pod](c, "pods").Namespace(ns)
+	if _, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Finalizers: []string{"example.com/hold"}},
+		Spec: corev1.PodSpec{TerminationGracePeriodSeconds: new(int64(0)), Containers: []corev1.Container{{Name: "c", Image: "x"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	nss := client.Resource[*corev1.Namespace](c, "namespaces")
+	if err := nss.Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pod to be marked", func() bool {
+		p, err := pods.Get(ctx, "p")
+		return err == nil && p.DeletionTimestamp != nil
+	})
+	time.Sleep(300 * time.Millisecond)
+	if _, err := client.Resource[*corev1.ConfigMap](c, "configmaps").Namespace(ns).Get(ctx, "config"); err != nil {
+		t.Fatalf("the ConfigMap went before the pod: %v", err)
+	}
+	if _, err := pods.Patch(ctx, "p", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the namespace to be removed", func() bool {
+		_, err := nss.Get(ctx, ns)
+		return client.IsNotFound(err)
+	})
+}
+
 func TestStopEndsEveryGoroutine(t *testing.T) {
 	ctx := context.Background()
 	transport := &http.Transport{}

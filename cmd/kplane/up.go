@@ -77,6 +77,10 @@ func runUp(ctx context.Context, o apiserver.Options, proxyMode string) error {
 
 	cm := manager.DefaultOptions()
 	cm.Kubeconfig, cm.LeaderElect, cm.SecurePort = o.WriteKubeconfig, false, 0
+	// The same reasoning as for the node agent and the scheduler below: kube-controller-manager's
+	// 20 QPS would hold a Job of 1000 pods (a create and a finalizer removal each) to ~100 s
+	// against an apiserver that is in this process.
+	cm.KubeAPIQPS, cm.KubeAPIBurst = 1000, 2000
 	// The token controller signs with the apiserver's own key, and kube-root-ca.crt publishes
 	// the certificate the apiserver answers TLS with (to in-cluster clients, through the
 	// kubernetes service), as kube-controller-manager is set up beside kube-apiserver.

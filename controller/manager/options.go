@@ -168,6 +168,10 @@ func controllerStates() string {
 		}
 		b.WriteString(")\n")
 	}
+	b.WriteString("kube-controller-manager v1.36 controllers kplane does not have:\n")
+	for _, m := range missing {
+		fmt.Fprintf(&b, "  %s (%s)\n", m.name, m.why)
+	}
 	return "Known controllers:\n" + b.String()
 }
 

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -32,5 +33,24 @@ func TestControllerAliases(t *testing.T) {
 		if !slices.Contains(names, tc.has) || tc.lacks != "" && slices.Contains(names, tc.lacks) {
 			t.Errorf("%v: %v, want %s and not %q", tc.controllers, names, tc.has, tc.lacks)
 		}
+	}
+}
+
+// TestControllerStates: --help lists every registered controller with its state and every
+// v1.36 controller kplane lacks, never one as both.
+func TestControllerStates(t *testing.T) {
+	help := controllerStates()
+	for _, name := range Names() {
+		if !strings.Contains(help, "  "+name+" (on by default") && !strings.Contains(help, "  "+name+" (off by default") {
+			t.Errorf("%s missing from the help", name)
+		}
+	}
+	for _, m := range missing {
+		if _, ok := lookupName(m.name); ok {
+			t.Errorf("%s is registered and listed as missing", m.name)
+		}
+	}
+	if !strings.Contains(help, "ttl-controller (") {
+		t.Errorf("help lacks the missing controllers:\n%s", help)
 	}
 }

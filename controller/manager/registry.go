@@ -16,6 +16,7 @@ import (
 	"github.com/kplane/kplane/controller/rootcacertpublisher"
 	"github.com/kplane/kplane/controller/serviceaccount"
 	"github.com/kplane/kplane/controller/serviceaccounttoken"
+	"github.com/kplane/kplane/controller/servicelb"
 	"github.com/kplane/kplane/controller/ttlafterfinished"
 	"github.com/kplane/kplane/controller/volume/persistentvolume"
 	"github.com/kplane/kplane/controller/volume/protection"
@@ -41,5 +42,6 @@ var Registry = []controller.Entry{
 	persistentvolume.Entry,
 	protection.PVCEntry,
 	protection.PVEntry,
+	servicelb.Entry,
 	garbagecollector.Entry,
 }

@@ -27,7 +27,7 @@ import (
 )
 
 // Addresses: services on 127.0.10.x, backends on 127.0.20.x, extra client addresses on
-// 127.0.30.x. Every test takes fresh service addresses so that a test never meets a socket
+// 127.0.30.x, load-balancer addresses of the tests through the API server on 127.0.40.x. Every test takes fresh service addresses so that a test never meets a socket
 // of an earlier one (with -count=N they come round again, long after their tests ended).
 var lastServiceIP atomic.Uint32
 

@@ -1,9 +1,11 @@
 // Package userspace is the proxy's data path that needs no privileges: it listens on each
-// service port's addresses (ClusterIP, external IPs, NodePorts) with ordinary sockets and
-// forwards every TCP connection and UDP session to an endpoint it chooses itself.
+// service port's addresses (ClusterIP, external IPs, load-balancer ingress IPs in VIP mode,
+// NodePorts) with ordinary sockets and forwards every TCP connection and UDP session to an
+// endpoint it chooses itself.
 //
-// Without root, ClusterIPs from 127.0.0.0/8 work on Linux with no setup, since the kernel routes
-// all of that range to the loopback interface; other ClusterIPs must be addresses of the node.
+// Without root, ClusterIPs and load-balancer IPs from 127.0.0.0/8 work on Linux with no setup,
+// since the kernel routes all of that range to the loopback interface; other addresses must be
+// the node's.
 //
 // TCP data moves between the two sockets in large reads and writes from pooled buffers sized to
 // the traffic (see copyStream): Go code never touches the bytes, and idle connections hold no

@@ -144,6 +144,7 @@ func (s *Server) serveResourceList(w http.ResponseWriter, gv schema.GroupVersion
 			connect := metav1.Verbs{"create", "get"}
 			sub("attach", "", "", "PodAttachOptions", connect)
 			sub("exec", "", "", "PodExecOptions", connect)
+			sub("eviction", "policy", "v1", "Eviction", metav1.Verbs{"create"})
 			sub("log", "", "", "Pod", metav1.Verbs{"get"})
 			sub("portforward", "", "", "PodPortForwardOptions", connect)
 		}

@@ -351,6 +351,8 @@ func (s *Server) serveSubresource(w http.ResponseWriter, r *http.Request, req re
 		s.serveScale(w, r, req)
 	case req.subresource == "binding" && info.Binding && r.Method == http.MethodPost:
 		s.createBinding(w, r, req.namespace, req.name)
+	case req.subresource == "eviction" && isCorePods(info):
+		s.serveEviction(w, r, req)
 	case req.subresource == "log" && isCorePods(info):
 		s.serveLog(w, r, req)
 	case req.subresource == "token" && isCoreServiceAccounts(info) && s.tokens != nil:

@@ -22,7 +22,7 @@ func All(svc *ServiceAllocation) []Strategy {
 	return []Strategy{
 		namespaces, pods, services(svc), endpoints, nodes, events, configMaps, secrets, serviceAccounts,
 		replicationControllers, endpointSlices, leases, replicaSets, deployments, daemonSets, controllerRevisions,
-		persistentVolumes, persistentVolumeClaims, storageClasses, jobs, cronJobs,
+		persistentVolumes, persistentVolumeClaims, storageClasses, jobs, cronJobs, podDisruptionBudgets,
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -51,6 +52,7 @@ func (c *Controller) watchAll(f *cache.Factory) {
 	watch[*storagev1.StorageClass](c, f, "storageclasses", false)
 	watch[*batchv1.Job](c, f, "jobs", true)
 	watch[*batchv1.CronJob](c, f, "cronjobs", true)
+	watch[*policyv1.PodDisruptionBudget](c, f, "poddisruptionbudgets", true)
 }
 
 // watch adds the resource of objects T to the collector: its informer feeds the graph, and typed

@@ -5,6 +5,7 @@ import (
 	"github.com/kplane/kplane/controller/cronjob"
 	"github.com/kplane/kplane/controller/daemonset"
 	"github.com/kplane/kplane/controller/deployment"
+	"github.com/kplane/kplane/controller/disruption"
 	"github.com/kplane/kplane/controller/endpoints"
 	"github.com/kplane/kplane/controller/endpointslice"
 	"github.com/kplane/kplane/controller/garbagecollector"
@@ -39,6 +40,7 @@ var Registry = []controller.Entry{
 	cronjob.Entry,
 	ttlafterfinished.Entry,
 	daemonset.Entry,
+	disruption.Entry,
 	persistentvolume.Entry,
 	protection.PVCEntry,
 	protection.PVEntry,

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -190,7 +189,8 @@ func BenchmarkUpJob(b *testing.B) {
 		dir := b.TempDir()
 		up := exec.Command(kplaneBinary(b), "up", "--secure-port", "0", "--data-dir", dir)
 		up.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		logs, _ := os.Create(filepath.Join(dir, "up.log"))
+		// The log outlives the data dir, for a run that goes wrong.
+		logs, _ := os.CreateTemp("", "kplane-bench-upjob-*.log")
 		up.Stdout, up.Stderr = logs, logs
 		if err := up.Start(); err != nil {
 			b.Fatal(err)
@@ -225,8 +225,16 @@ func BenchmarkUpJob(b *testing.B) {
 		b.ReportMetric(took.Seconds(), "complete-s")
 		b.ReportMetric(float64(completions)/took.Seconds(), "completions/s")
 		b.ReportMetric(rssMB(up.Process.Pid), "up-RSS-MB")
-		fmt.Fprintln(os.Stderr, "up log:", logs.Name())
 		_ = up.Process.Signal(syscall.SIGTERM)
-		_ = up.Wait()
+		exited := make(chan error, 1)
+		go func() { exited <- up.Wait() }()
+		select {
+		case <-exited:
+			_ = os.Remove(logs.Name())
+		case <-time.After(30 * time.Second):
+			_ = up.Process.Signal(syscall.SIGQUIT) // its goroutines, into the log
+			<-exited
+			b.Fatalf("kplane up did not exit within 30 s of SIGTERM; goroutines in %s", logs.Name())
+		}
 	}
 }

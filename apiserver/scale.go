@@ -18,7 +18,9 @@ import (
 var scaleGVK = autoscalingv1.SchemeGroupVersion.WithKind("Scale")
 
 // scaleOf describes a workload as an autoscaling/v1 Scale. Every scalable kind keeps replicas
-// in spec.replicas and status.replicas; the selector is a LabelSelector (apps) or a map (RCs).
+// in spec.replicas and status.replicas; the selector is a LabelSelector (apps: ReplicaSets,
+// Deployments, StatefulSets) or a map (RCs). For a StatefulSet status.replicas counts the pods
+// it has, not those ready, as Kubernetes' scale of StatefulSets does.
 func scaleOf(obj storage.Object) (*autoscalingv1.Scale, error) {
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {

@@ -21,7 +21,7 @@ var (
 func All(svc *ServiceAllocation) []Strategy {
 	return []Strategy{
 		namespaces, pods, services(svc), endpoints, nodes, events, configMaps, secrets, serviceAccounts,
-		replicationControllers, endpointSlices, leases, replicaSets, deployments, daemonSets, controllerRevisions,
+		replicationControllers, endpointSlices, leases, replicaSets, deployments, daemonSets, statefulSets, controllerRevisions,
 		persistentVolumes, persistentVolumeClaims, storageClasses, jobs, cronJobs, podDisruptionBudgets,
 	}
 }

@@ -46,6 +46,7 @@ func (c *Controller) watchAll(f *cache.Factory) {
 	watch[*appsv1.ReplicaSet](c, f, "replicasets", true)
 	watch[*appsv1.Deployment](c, f, "deployments", true)
 	watch[*appsv1.DaemonSet](c, f, "daemonsets", true)
+	watch[*appsv1.StatefulSet](c, f, "statefulsets", true)
 	watch[*appsv1.ControllerRevision](c, f, "controllerrevisions", true)
 	watch[*corev1.PersistentVolume](c, f, "persistentvolumes", false)
 	watch[*corev1.PersistentVolumeClaim](c, f, "persistentvolumeclaims", true)

@@ -18,6 +18,7 @@ import (
 	"github.com/kplane/kplane/controller/serviceaccount"
 	"github.com/kplane/kplane/controller/serviceaccounttoken"
 	"github.com/kplane/kplane/controller/servicelb"
+	"github.com/kplane/kplane/controller/statefulset"
 	"github.com/kplane/kplane/controller/ttlafterfinished"
 	"github.com/kplane/kplane/controller/volume/persistentvolume"
 	"github.com/kplane/kplane/controller/volume/protection"
@@ -40,6 +41,7 @@ var Registry = []controller.Entry{
 	cronjob.Entry,
 	ttlafterfinished.Entry,
 	daemonset.Entry,
+	statefulset.Entry,
 	disruption.Entry,
 	persistentvolume.Entry,
 	protection.PVCEntry,

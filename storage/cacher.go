@@ -119,28 +119,51 @@ func (c *cacher) run(ctx context.Context) {
 			continue
 		}
 		backoff = 100 * time.Millisecond
-		wctx, cancel := context.WithCancel(ctx)
-		for resp := range c.s.cli.Watch(wctx, c.s.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithPrevKV(), clientv3.WithProgressNotify()) {
-			if err := resp.Err(); err != nil {
-				if ctx.Err() == nil {
-					slog.Info("watch cache: etcd watch ended, relisting", "resource", c.s.cfg.GroupResource, "err", err)
-				}
-				break
-			}
-			if resp.IsProgressNotify() {
-				c.advance(resp.Header.Revision)
-				continue
-			}
-			for _, ev := range resp.Events {
-				c.apply(ev)
-			}
-		}
-		cancel()
+		c.watch(ctx, rev)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for w := range c.watchers {
 		c.closeWatcher(w)
+	}
+}
+
+// watch applies etcd's events after rev until the watch breaks or ctx is cancelled. Once ctx
+// is cancelled it returns without waiting for etcd's watch channel to close: the client's
+// watches share one gRPC stream, and cancelling many of them at once (every cache, on
+// shutdown) makes the client send a cancel request per watch from the goroutine that also
+// reads the stream's responses. With the in-process client of an embedded etcd the stream's
+// buffers hold about 20 messages, so with more caches than that the client can block on a
+// send that the server will never take, and the watch channels stay open until the client is
+// closed, which the apiserver does only once every cache has stopped.
+func (c *cacher) watch(ctx context.Context, rev int64) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wch := c.s.cli.Watch(wctx, c.s.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithPrevKV(), clientv3.WithProgressNotify())
+	for {
+		var resp clientv3.WatchResponse
+		var ok bool
+		select {
+		case resp, ok = <-wch:
+		case <-ctx.Done():
+			return
+		}
+		if !ok {
+			return
+		}
+		if err := resp.Err(); err != nil {
+			if ctx.Err() == nil {
+				slog.Info("watch cache: etcd watch ended, relisting", "resource", c.s.cfg.GroupResource, "err", err)
+			}
+			return
+		}
+		if resp.IsProgressNotify() {
+			c.advance(resp.Header.Revision)
+			continue
+		}
+		for _, ev := range resp.Events {
+			c.apply(ev)
+		}
 	}
 }
 

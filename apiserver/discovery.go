@@ -36,7 +36,8 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_, _ = w.Write(data)
 }
 
-// groupVersions lists the served group versions, core first, then groups by name.
+// groupVersions lists the served group versions, core first, then groups by name; a group
+// served at several versions has them in registry order, its preferred one first.
 func (s *Server) groupVersions() []schema.GroupVersion {
 	seen := map[schema.GroupVersion]bool{}
 	var out []schema.GroupVersion
@@ -53,11 +54,30 @@ func (s *Server) groupVersions() []schema.GroupVersion {
 	return out
 }
 
+// groups lists the served API groups (not the core one) in groupVersions' order, each with
+// its versions.
+func (s *Server) groups() []metav1.APIGroup {
+	var out []metav1.APIGroup
+	for _, gv := range s.groupVersions() {
+		if gv.Group == "" {
+			continue
+		}
+		v := metav1.GroupVersionForDiscovery{GroupVersion: gv.String(), Version: gv.Version}
+		if n := len(out); n > 0 && out[n-1].Name == gv.Group {
+			out[n-1].Versions = append(out[n-1].Versions, v)
+			continue
+		}
+		out = append(out, metav1.APIGroup{Name: gv.Group, Versions: []metav1.GroupVersionForDiscovery{v}, PreferredVersion: v})
+	}
+	return out
+}
+
 func (s *Server) rootPaths() []string {
 	paths := []string{"/api", "/api/v1", "/apis", "/healthz", "/livez", "/openapi/v3", "/readyz", "/version"}
-	for _, gv := range s.groupVersions() {
-		if gv.Group != "" {
-			paths = append(paths, "/apis/"+gv.Group, "/apis/"+gv.String())
+	for _, g := range s.groups() {
+		paths = append(paths, "/apis/"+g.Name)
+		for _, v := range g.Versions {
+			paths = append(paths, "/apis/"+v.GroupVersion)
 		}
 	}
 	sort.Strings(paths)
@@ -81,30 +101,16 @@ func (s *Server) serverAddress(r *http.Request) string {
 	return r.Host
 }
 
-func apiGroup(gv schema.GroupVersion) metav1.APIGroup {
-	v := metav1.GroupVersionForDiscovery{GroupVersion: gv.String(), Version: gv.Version}
-	return metav1.APIGroup{
-		TypeMeta: metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"},
-		Name:     gv.Group, Versions: []metav1.GroupVersionForDiscovery{v}, PreferredVersion: v,
-	}
-}
-
 func (s *Server) serveAPIGroupList(w http.ResponseWriter) {
 	list := metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{}}
-	for _, gv := range s.groupVersions() {
-		if gv.Group != "" {
-			g := apiGroup(gv)
-			g.TypeMeta = metav1.TypeMeta{}
-			list.Groups = append(list.Groups, g)
-		}
-	}
+	list.Groups = append(list.Groups, s.groups()...)
 	writeJSON(w, http.StatusOK, &list)
 }
 
 func (s *Server) serveAPIGroup(w http.ResponseWriter, group string) {
-	for _, gv := range s.groupVersions() {
-		if gv.Group == group && group != "" {
-			g := apiGroup(gv)
+	for _, g := range s.groups() {
+		if g.Name == group {
+			g.TypeMeta = metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}
 			writeJSON(w, http.StatusOK, &g)
 			return
 		}

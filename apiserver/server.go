@@ -88,7 +88,7 @@ func New(cfg Config) *Server {
 		st := st
 		r := &resource{strategy: st, info: info, claims: func(o storage.Object) []string { return st.ClaimsOf(o) },
 			selectable: st.SelectableFields(st.NewObject())}
-		r.store = storage.NewStore(cfg.Etcd, StorageCodec{}, storage.ResourceConfig{
+		r.store = storage.NewStore(cfg.Etcd, storageCodecFor(st), storage.ResourceConfig{
 			GroupResource: info.GroupResource(),
 			Kind:          info.GVK(),
 			New:           func() storage.Object { return st.NewObject() },

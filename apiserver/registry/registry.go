@@ -5,6 +5,7 @@ package registry
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -87,6 +88,53 @@ type Strategy interface {
 	// Columns and Row describe obj as a Table row.
 	TableColumns() []metav1.TableColumnDefinition
 	TableRow(obj Object) []any
+	// StoredVersion is, for a resource served at a second version of its group, how its
+	// objects convert to and from the version they are stored as; nil for every other.
+	StoredVersion() Conversion
+}
+
+// Conversion turns the objects of a resource served at a second version into those of the
+// version they are stored as, and back. Both versions' stores then share one etcd key per
+// object: one object, one resourceVersion, one watch history, whichever version a client
+// reads or writes it through (Kubernetes serves autoscaling/v1 HorizontalPodAutoscalers so).
+type Conversion interface {
+	// NewStored returns an empty object of the stored version.
+	NewStored() Object
+	// ToStored converts an object of the served version to the stored one.
+	ToStored(obj Object) (Object, error)
+	// FromStored converts a stored object to the served version.
+	FromStored(stored Object) (Object, error)
+}
+
+// Convert makes the Conversion of a Def[T] whose objects are stored as S.
+func Convert[S, T Object](toStored func(T) S, fromStored func(S) T) Conversion {
+	return conversion[S, T]{to: toStored, from: fromStored}
+}
+
+type conversion[S, T Object] struct {
+	to   func(T) S
+	from func(S) T
+}
+
+func (c conversion[S, T]) NewStored() Object {
+	var zero S
+	return reflect.New(reflect.TypeOf(zero).Elem()).Interface().(S)
+}
+
+func (c conversion[S, T]) ToStored(obj Object) (Object, error) {
+	t, ok := obj.(T)
+	if !ok {
+		return nil, fmt.Errorf("converting %T: not a %T", obj, *new(T))
+	}
+	return c.to(t), nil
+}
+
+func (c conversion[S, T]) FromStored(stored Object) (Object, error) {
+	s, ok := stored.(S)
+	if !ok {
+		return nil, fmt.Errorf("converting %T: not a %T", stored, *new(S))
+	}
+	return c.from(s), nil
 }
 
 // Def defines one resource over its k8s.io/api type T. Only Info, New and NewList are required.
@@ -131,7 +179,13 @@ type Def[T Object] struct {
 	NameLast bool
 	// NameCell, if set, renders the NAME cell (a default StorageClass shows "(default)").
 	NameCell func(T) string
+	// StoredAs, for a resource served at a second version, converts its objects to and from
+	// the version they are stored as (see Conversion).
+	StoredAs Conversion
 }
+
+// StoredVersion implements Strategy.
+func (d *Def[T]) StoredVersion() Conversion { return d.StoredAs }
 
 // Describe implements Strategy.
 func (d *Def[T]) Describe() *Info { return &d.Info }

@@ -7,6 +7,7 @@ import (
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -54,6 +55,7 @@ func (c *Controller) watchAll(f *cache.Factory) {
 	watch[*batchv1.Job](c, f, "jobs", true)
 	watch[*batchv1.CronJob](c, f, "cronjobs", true)
 	watch[*policyv1.PodDisruptionBudget](c, f, "poddisruptionbudgets", true)
+	watch[*autoscalingv2.HorizontalPodAutoscaler](c, f, "horizontalpodautoscalers", true)
 }
 
 // watch adds the resource of objects T to the collector: its informer feeds the graph, and typed

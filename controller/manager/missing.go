@@ -3,7 +3,6 @@ package manager
 // missing are the controllers of kube-controller-manager v1.36 that kplane does not have, with
 // why: --help lists them beside the registered ones, so that a user comparing the two knows.
 var missing = []struct{ name, why string }{
-	{"horizontal-pod-autoscaler-controller", "not yet"},
 	{"endpointslice-mirroring-controller", "not yet: Endpoints written by hand are not mirrored into slices"},
 	{"certificatesigningrequest-signing-controller", "no certificates API yet"},
 	{"certificatesigningrequest-approving-controller", "no certificates API yet"},

@@ -12,6 +12,7 @@ import (
 	"github.com/kplane/kplane/controller/job"
 	"github.com/kplane/kplane/controller/namespace"
 	"github.com/kplane/kplane/controller/nodelifecycle"
+	"github.com/kplane/kplane/controller/podautoscaler"
 	"github.com/kplane/kplane/controller/podgc"
 	"github.com/kplane/kplane/controller/replicaset"
 	"github.com/kplane/kplane/controller/rootcacertpublisher"
@@ -43,6 +44,7 @@ var Registry = []controller.Entry{
 	daemonset.Entry,
 	statefulset.Entry,
 	disruption.Entry,
+	podautoscaler.Entry,
 	persistentvolume.Entry,
 	protection.PVCEntry,
 	protection.PVEntry,

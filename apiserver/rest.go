@@ -282,6 +282,7 @@ func (s *Server) createObject(w http.ResponseWriter, r *http.Request, req reques
 // are retried from the client's object.
 func (s *Server) createPrepared(ctx context.Context, res *resource, original storage.Object, dry bool) (storage.Object, error) {
 	generated := original.GetName() == "" && original.GetGenerateName() != ""
+	admitted := false
 	for attempt := 0; ; attempt++ {
 		obj := original.DeepCopyObject().(storage.Object)
 		if generated {
@@ -301,6 +302,14 @@ func (s *Server) createPrepared(ctx context.Context, res *resource, original sto
 		errs = append(errs, res.strategy.ValidateObject(obj, nil)...)
 		if len(errs) > 0 {
 			return nil, apierrors.NewInvalid(res.info.GVK().GroupKind(), obj.GetName(), errs)
+		}
+		// Validating admission (LimitRanges, quota) judges the first attempt only: a retry
+		// differs in its name or allocated values, not in what it uses, and is not charged twice.
+		if !admitted {
+			if err := s.admitValidated(ctx, res, obj, nil, "", dry); err != nil {
+				return nil, err
+			}
+			admitted = true
 		}
 		created, err := res.store.Create(ctx, obj, res.strategy.ClaimsOf(obj), dry)
 		var taken *storage.ErrClaimTaken
@@ -399,6 +408,7 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, req request) {
 // finalizers is deleted once they are gone.
 func (s *Server) writeUpdate(w http.ResponseWriter, r *http.Request, req request, tryUpdate storage.UpdateFunc, dry bool) {
 	res := req.res
+	tryUpdate = s.admittedUpdate(r.Context(), req, tryUpdate, dry)
 	updated, err := res.store.Update(r.Context(), req.namespace, req.name, tryUpdate, res.claims, dry)
 	var taken *storage.ErrClaimTaken
 	if errors.As(err, &taken) {

@@ -23,6 +23,7 @@ func All(svc *ServiceAllocation) []Strategy {
 		namespaces, pods, services(svc), endpoints, nodes, events, configMaps, secrets, serviceAccounts,
 		replicationControllers, endpointSlices, leases, replicaSets, deployments, daemonSets, statefulSets, controllerRevisions,
 		persistentVolumes, persistentVolumeClaims, storageClasses, jobs, cronJobs, podDisruptionBudgets,
+		resourceQuotas, limitRanges,
 		// v2 first: a group's first version in this list is its preferred one.
 		horizontalPodAutoscalers, horizontalPodAutoscalersV1,
 	}

@@ -20,6 +20,7 @@ var pods = &Def[*corev1.Pod]{
 	NewList:        func() runtime.Object { return &corev1.PodList{} },
 	Defaults:       defaultPod,
 	Create:         admitPod,
+	Admit:          admitPodLimitRanges,
 	Validate:       func(p *corev1.Pod) field.ErrorList { return validatePodSpec(&p.Spec, field.NewPath("spec")) },
 	ValidateUpdate: validatePodUpdate,
 	Fields:         podFields,

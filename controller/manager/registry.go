@@ -15,6 +15,7 @@ import (
 	"github.com/kplane/kplane/controller/podautoscaler"
 	"github.com/kplane/kplane/controller/podgc"
 	"github.com/kplane/kplane/controller/replicaset"
+	"github.com/kplane/kplane/controller/resourcequota"
 	"github.com/kplane/kplane/controller/rootcacertpublisher"
 	"github.com/kplane/kplane/controller/serviceaccount"
 	"github.com/kplane/kplane/controller/serviceaccounttoken"
@@ -49,5 +50,6 @@ var Registry = []controller.Entry{
 	protection.PVCEntry,
 	protection.PVEntry,
 	servicelb.Entry,
+	resourcequota.Entry,
 	garbagecollector.Entry,
 }

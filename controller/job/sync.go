@@ -468,8 +468,11 @@ func (c *Controller) track(ctx context.Context, s *state, done *batchv1.JobCondi
 		if !tracked(p) {
 			continue
 		}
+		// Once the Job has come to its end every pod is released; those still running when
+		// it did (stopped by this sync) count as failed only if it ended in failure, as in
+		// Kubernetes: a successPolicy's leftover pods are not failures.
 		failed := isFailed(p, job)
-		if !(p.Status.Phase == corev1.PodSucceeded || failed || ending || job.DeletionTimestamp != nil) {
+		if !(p.Status.Phase == corev1.PodSucceeded || failed || done != nil || job.DeletionTimestamp != nil) {
 			continue
 		}
 		release = append(release, p)

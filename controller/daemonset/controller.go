@@ -19,7 +19,6 @@ import (
 	"github.com/spf13/pflag"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
@@ -96,32 +95,7 @@ func New(ctx *controller.Context, o *Options) (*Controller, error) {
 	}
 	controller.For(c.loop, c.sets)
 	controller.Owns(c.loop, c.revs, Kind)
-	controller.Watch(c.loop, c.pods, cache.Handler[*corev1.Pod]{
-		OnAdd: func(p *corev1.Pod, _ bool) {
-			if key, ok := setKey(p); ok {
-				c.exp.CreationObserved(key)
-				c.loop.Queue.Add(key)
-			}
-		},
-		OnUpdate: func(old, p *corev1.Pod) {
-			key, ok := setKey(p)
-			if ok && p.DeletionTimestamp != nil && old.DeletionTimestamp == nil {
-				c.exp.DeletionObserved(key, cache.MetaNamespaceKey(p))
-			}
-			if oldKey, had := setKey(old); had && oldKey != key {
-				c.loop.Queue.Add(oldKey)
-			}
-			if ok {
-				c.loop.Queue.Add(key)
-			}
-		},
-		OnDelete: func(p *corev1.Pod, _ bool) {
-			if key, ok := setKey(p); ok {
-				c.exp.DeletionObserved(key, cache.MetaNamespaceKey(p))
-				c.loop.Queue.Add(key)
-			}
-		},
-	}, 0)
+	podcontrol.WatchOwned(c.loop, c.pods, Kind, c.exp, 0)
 	// A node that comes, goes or changes what selects it concerns every DaemonSet.
 	all := func() {
 		for _, ds := range c.sets.Lister().List(labels.Everything()) {
@@ -153,15 +127,6 @@ func sameTaints(a, b []corev1.Taint) bool {
 		}
 	}
 	return true
-}
-
-// setKey is the key of the DaemonSet controlling p, if one does.
-func setKey(p *corev1.Pod) (string, bool) {
-	ref := metav1.GetControllerOfNoCopy(p)
-	if ref == nil || ref.Kind != Kind.Kind || ref.APIVersion != Kind.GroupVersion().String() {
-		return "", false
-	}
-	return p.Namespace + "/" + ref.Name, true
 }
 
 // Name is the controller's short name.

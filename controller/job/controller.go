@@ -28,7 +28,6 @@ import (
 	"github.com/spf13/pflag"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Name is the controller's short name (kube-controller-manager's alias for it, and its
@@ -130,44 +129,8 @@ func New(ctx *controller.Context, o *Options) (*Controller, error) {
 			c.loop.Queue.Add(cache.MetaNamespaceKey(j))
 		},
 	}, ctx.ResyncPeriod())
-	controller.Watch(c.loop, c.pods, cache.Handler[*corev1.Pod]{
-		OnAdd: func(p *corev1.Pod, _ bool) {
-			if key, ok := jobKey(p); ok {
-				c.exp.CreationObserved(key)
-				c.loop.Queue.AddAfter(key, c.batch)
-			}
-		},
-		OnUpdate: c.updatePod,
-		OnDelete: func(p *corev1.Pod, _ bool) {
-			if key, ok := jobKey(p); ok {
-				c.exp.DeletionObserved(key, cache.MetaNamespaceKey(p))
-				c.loop.Queue.AddAfter(key, c.batch)
-			}
-		},
-	}, 0)
+	podcontrol.WatchOwned(c.loop, c.pods, Kind, c.exp, c.batch)
 	return c, nil
-}
-
-func (c *Controller) updatePod(old, p *corev1.Pod) {
-	key, ok := jobKey(p)
-	if ok && p.DeletionTimestamp != nil && old.DeletionTimestamp == nil {
-		c.exp.DeletionObserved(key, cache.MetaNamespaceKey(p))
-	}
-	if oldKey, had := jobKey(old); had && oldKey != key {
-		c.loop.Queue.AddAfter(oldKey, c.batch)
-	}
-	if ok {
-		c.loop.Queue.AddAfter(key, c.batch)
-	}
-}
-
-// jobKey is the key of the Job controlling p, if one does.
-func jobKey(p *corev1.Pod) (string, bool) {
-	ref := metav1.GetControllerOfNoCopy(p)
-	if ref == nil || ref.Kind != Kind.Kind || ref.APIVersion != Kind.GroupVersion().String() {
-		return "", false
-	}
-	return p.Namespace + "/" + ref.Name, true
 }
 
 // Name is the controller's short name.

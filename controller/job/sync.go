@@ -377,13 +377,13 @@ func removeFinalizer(ctx context.Context, api *client.Typed[*corev1.Pod], p *cor
 	return err
 }
 
-// removeFinalizers removes the tracking finalizer from pods in parallel; it returns the UIDs
-// it was removed from, and the errors.
+// removeFinalizers removes the tracking finalizer from pods in parallel.
 func (c *Controller) removeFinalizers(ctx context.Context, pods []*corev1.Pod) error {
 	_, err := c.removeFinalizersOf(ctx, pods)
 	return err
 }
 
+// removeFinalizersOf is removeFinalizers returning the UIDs whose finalizer came off.
 func (c *Controller) removeFinalizersOf(ctx context.Context, pods []*corev1.Pod) (map[types.UID]bool, error) {
 	done := map[types.UID]bool{}
 	if len(pods) == 0 {

@@ -13,6 +13,7 @@ import (
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
@@ -169,6 +170,38 @@ func decodeObject(w http.ResponseWriter, data []byte, contentType string, fv fie
 	return nil
 }
 
+// decodeBody decodes a request body into a new object of res. Custom resources come only as
+// JSON or YAML, and lose the fields their schema does not specify: unknown fields, which
+// fail a Strict request and warn under Warn, as for built-in kinds.
+func decodeBody(w http.ResponseWriter, res *resource, data []byte, contentType string, fv fieldValidation, into runtime.Object) error {
+	if res.custom == nil {
+		return decodeObject(w, data, contentType, fv, res.info.GVK(), into)
+	}
+	if contentType == mimeProtobuf {
+		return apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "", schema.GroupResource{}, "",
+			fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %s, %s", mimeJSON, mimeYAML), 0, false)
+	}
+	if err := decodeObject(w, data, contentType, fv, res.info.GVK(), into); err != nil {
+		return err
+	}
+	pruned := res.custom.Prune(into.(*unstructured.Unstructured))
+	if len(pruned) == 0 || fv == validationIgnore {
+		return nil
+	}
+	var msgs []string
+	for _, p := range pruned {
+		msgs = append(msgs, fmt.Sprintf("unknown field %q", p))
+	}
+	if fv == validationStrict {
+		kind := res.info.Kind
+		return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: strict decoding error: %s", kind, res.info.GroupVersion.Version, kind, strings.Join(msgs, ", ")))
+	}
+	for _, m := range msgs {
+		addWarning(w, m)
+	}
+	return nil
+}
+
 func addWarning(w http.ResponseWriter, msg string) {
 	w.Header().Add("Warning", fmt.Sprintf("299 - %q", msg))
 }
@@ -186,7 +219,14 @@ const (
 
 // negotiate picks the first acceptable form from the Accept header: JSON, YAML or Kubernetes
 // protobuf (what client-go prefers); Table and PartialObjectMetadata are served for reads.
-func negotiate(r *http.Request) (output, error) {
+func negotiate(r *http.Request) (output, error) { return negotiateMedia(r, true) }
+
+// negotiateFor negotiates the form of res's objects: custom resources have no protobuf form.
+func negotiateFor(r *http.Request, res *resource) (output, error) {
+	return negotiateMedia(r, res.custom == nil)
+}
+
+func negotiateMedia(r *http.Request, protobufOK bool) (output, error) {
 	accept := r.Header.Get("Accept")
 	if accept == "" {
 		return outputJSON, nil
@@ -215,7 +255,7 @@ func negotiate(r *http.Request) (output, error) {
 				return outputYAML, nil
 			}
 		case mimeProtobuf:
-			if params["as"] == "" {
+			if params["as"] == "" && protobufOK {
 				return outputProtobuf, nil
 			}
 		}

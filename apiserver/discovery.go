@@ -41,7 +41,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 func (s *Server) groupVersions() []schema.GroupVersion {
 	seen := map[schema.GroupVersion]bool{}
 	var out []schema.GroupVersion
-	for _, r := range s.ordered {
+	for _, r := range s.servedResources() {
 		if gv := r.info.GroupVersion; !seen[gv] {
 			seen[gv] = true
 			out = append(out, gv)
@@ -129,7 +129,7 @@ func (s *Server) serveResourceList(w http.ResponseWriter, gv schema.GroupVersion
 		return
 	}
 	list := metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: gv.String()}
-	for _, r := range s.ordered {
+	for _, r := range s.servedResources() {
 		info := r.info
 		if info.GroupVersion != gv {
 			continue

@@ -75,6 +75,11 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request, req request) {
 		writeError(w, err)
 		return
 	}
+	if res.custom != nil && types.PatchType(mediaType(r)) == types.StrategicMergePatchType {
+		writeError(w, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", schema.GroupResource{}, "",
+			"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json", 0, false))
+		return
+	}
 	apply, err := patchFor(r, wr.body)
 	if err != nil {
 		writeError(w, err)
@@ -98,7 +103,7 @@ func patchObject(w http.ResponseWriter, res *resource, cur storage.Object, apply
 		return nil, err
 	}
 	obj := res.strategy.NewObject()
-	if err := decodeObject(w, patched, mimeJSON, fv, res.info.GVK(), obj); err != nil {
+	if err := decodeBody(w, res, patched, mimeJSON, fv, obj); err != nil {
 		return nil, err
 	}
 	return obj, nil

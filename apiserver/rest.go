@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -60,7 +61,7 @@ func predicate(res *resource, r *http.Request) (storage.Predicate, error) {
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request, req request) {
-	out, err := negotiate(r)
+	out, err := negotiateFor(r, req.res)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -125,8 +126,13 @@ func (s *Server) writeRead(w http.ResponseWriter, r *http.Request, out output, r
 
 func partialMetadata(obj storage.Object) *metav1.PartialObjectMetadata {
 	m := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadata"}}
-	if a, ok := obj.(metav1.ObjectMetaAccessor); ok {
-		m.ObjectMeta = *a.GetObjectMeta().(*metav1.ObjectMeta)
+	switch o := obj.(type) {
+	case *unstructured.Unstructured:
+		if md, ok := o.Object["metadata"].(map[string]any); ok {
+			_ = runtime.DefaultUnstructuredConverter.FromUnstructured(md, &m.ObjectMeta)
+		}
+	case metav1.ObjectMetaAccessor:
+		m.ObjectMeta = *o.GetObjectMeta().(*metav1.ObjectMeta)
 	}
 	return m
 }
@@ -170,7 +176,7 @@ func invalidOption(name, value, msg string) error {
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request, req request) {
-	out, err := negotiate(r)
+	out, err := negotiateFor(r, req.res)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -248,8 +254,13 @@ func (s *Server) createObject(w http.ResponseWriter, r *http.Request, req reques
 	if err != nil {
 		return nil, 0, err
 	}
+	if res.terminating != nil && res.terminating.Load() {
+		err := apierrors.NewMethodNotSupported(res.info.GroupResource(), "create")
+		err.ErrStatus.Message = "create not allowed while custom resource definition is terminating"
+		return nil, 0, err
+	}
 	obj := res.strategy.NewObject()
-	if err := decodeObject(w, wr.body, mediaType(r), wr.fv, res.info.GVK(), obj); err != nil {
+	if err := decodeBody(w, res, wr.body, mediaType(r), wr.fv, obj); err != nil {
 		return nil, 0, err
 	}
 	if res.info.Namespaced {
@@ -385,7 +396,7 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, req request) {
 		return
 	}
 	obj := res.strategy.NewObject()
-	if err := decodeObject(w, wr.body, mediaType(r), wr.fv, res.info.GVK(), obj); err != nil {
+	if err := decodeBody(w, res, wr.body, mediaType(r), wr.fv, obj); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -570,7 +581,7 @@ func (s *Server) deleteObject(ctx context.Context, res *resource, ns, name strin
 		}
 		grace := gracePeriod(cur, opts)
 		_, isNS := cur.(*corev1.Namespace)
-		if len(gcFinalizers(cur.GetFinalizers(), opts)) == 0 && !isNS && grace == 0 {
+		if len(finalizersOnDelete(res, cur, opts)) == 0 && !isNS && grace == 0 {
 			obj, err := res.store.Delete(ctx, ns, name, func(c storage.Object) error {
 				if c.GetResourceVersion() != cur.GetResourceVersion() {
 					return errSkipDelete
@@ -589,8 +600,9 @@ func (s *Server) deleteObject(ctx context.Context, res *resource, ns, name strin
 			if c.GetResourceVersion() != cur.GetResourceVersion() {
 				return nil, errSkipDelete
 			}
+			finalizers := finalizersOnDelete(res, c, opts)
 			markDeleted(c, grace)
-			c.SetFinalizers(gcFinalizers(c.GetFinalizers(), opts))
+			c.SetFinalizers(finalizers)
 			return c, nil
 		}, res.claims, dry)
 		if errors.Is(err, errSkipDelete) {

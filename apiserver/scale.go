@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/kplane/kplane/storage"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -50,6 +51,49 @@ func scaleOf(obj storage.Object) (*autoscalingv1.Scale, error) {
 	}, nil
 }
 
+// scaleOfResource describes obj of res as a Scale: a custom resource by its CRD's scale paths.
+func scaleOfResource(res *resource, obj storage.Object) (*autoscalingv1.Scale, error) {
+	if res.custom == nil {
+		return scaleOf(obj)
+	}
+	paths := res.custom.ScaleSpec()
+	u := obj.(*unstructured.Unstructured)
+	sc := &autoscalingv1.Scale{
+		TypeMeta: metav1.TypeMeta{APIVersion: scaleGVK.GroupVersion().String(), Kind: scaleGVK.Kind},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: obj.GetName(), Namespace: obj.GetNamespace(), UID: obj.GetUID(),
+			ResourceVersion: obj.GetResourceVersion(), CreationTimestamp: obj.GetCreationTimestamp(),
+		},
+	}
+	if v, ok := paths.SpecReplicas.First(u.Object); ok {
+		n, _ := v.(int64)
+		sc.Spec.Replicas = int32(n)
+	}
+	if v, ok := paths.StatusReplicas.First(u.Object); ok {
+		n, _ := v.(int64)
+		sc.Status.Replicas = int32(n)
+	}
+	if paths.LabelSelector != nil {
+		if v, ok := paths.LabelSelector.First(u.Object); ok {
+			sc.Status.Selector, _ = v.(string)
+		}
+	}
+	return sc, nil
+}
+
+// setReplicasOf returns a copy of obj of res with its spec replicas set.
+func setReplicasOf(res *resource, obj storage.Object, replicas int32) (storage.Object, error) {
+	if res.custom == nil {
+		return setReplicas(obj, replicas)
+	}
+	u := obj.(*unstructured.Unstructured).DeepCopy()
+	path := strings.Split(strings.TrimPrefix(res.custom.ScaleSpec().SpecReplicasPath, "."), ".")
+	if err := unstructured.SetNestedField(u.Object, int64(replicas), path...); err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return u, nil
+}
+
 func hasKey(u map[string]any, path ...string) bool {
 	_, ok, _ := unstructured.NestedFieldNoCopy(u, path...)
 	return ok
@@ -78,7 +122,7 @@ func (s *Server) serveScale(w http.ResponseWriter, r *http.Request, req request)
 		obj, err := res.store.Get(r.Context(), req.namespace, req.name)
 		if err == nil {
 			var sc *autoscalingv1.Scale
-			if sc, err = scaleOf(obj); err == nil {
+			if sc, err = scaleOfResource(res, obj); err == nil {
 				writeResult(w, r, http.StatusOK, sc)
 				return
 			}
@@ -103,7 +147,7 @@ func (s *Server) serveScale(w http.ResponseWriter, r *http.Request, req request)
 		}
 	}
 	tryUpdate := s.updateFunc(r.Context(), req, func(cur storage.Object) (storage.Object, error) {
-		cs, err := scaleOf(cur)
+		cs, err := scaleOfResource(res, cur)
 		if err != nil {
 			return nil, err
 		}
@@ -130,7 +174,7 @@ func (s *Server) serveScale(w http.ResponseWriter, r *http.Request, req request)
 		if want.Spec.Replicas < 0 {
 			return nil, apierrors.NewInvalid(scaleGVK.GroupKind(), req.name, field.ErrorList{field.Invalid(field.NewPath("spec", "replicas"), want.Spec.Replicas, "must be greater than or equal to 0")})
 		}
-		next, err := setReplicas(cur, want.Spec.Replicas)
+		next, err := setReplicasOf(res, cur, want.Spec.Replicas)
 		if err != nil {
 			return nil, err
 		}
@@ -141,7 +185,7 @@ func (s *Server) serveScale(w http.ResponseWriter, r *http.Request, req request)
 		writeError(w, err)
 		return
 	}
-	sc, err := scaleOf(updated)
+	sc, err := scaleOfResource(res, updated)
 	if err != nil {
 		writeError(w, err)
 		return

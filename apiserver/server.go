@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/kplane/kplane/apiserver/authentication"
+	"github.com/kplane/kplane/apiserver/customresource"
 	"github.com/kplane/kplane/apiserver/registry"
 	"github.com/kplane/kplane/apiserver/serviceaccount"
 	"github.com/kplane/kplane/storage"
@@ -56,6 +57,10 @@ type resource struct {
 	claims   storage.ClaimsFunc
 	// selectable are the field names field selectors may use.
 	selectable fields.Set
+	// custom is the strategy of a custom resource (nil for built-in ones); terminating is
+	// set while its CRD's objects are being deleted.
+	custom      *customresource.Resource
+	terminating *atomic.Bool
 }
 
 // Server is the API server's HTTP handler.
@@ -63,8 +68,10 @@ type Server struct {
 	cfg       Config
 	resources map[schema.GroupVersionResource]*resource
 	ordered   []*resource
-	ready     atomic.Bool
-	openapi   openAPICache
+	// custom are the resources CRDs add while the server runs (crd.go).
+	custom  customResources
+	ready   atomic.Bool
+	openapi openAPICache
 	// recentlyTerminated holds namespaces this server moved to Terminating in the last
 	// minute (name → time); creates in them look the namespace up in etcd, because the
 	// watch cache may not have seen the deletion yet.
@@ -82,8 +89,9 @@ type Server struct {
 // New builds the server's resources and stores; Run starts them.
 func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, resources: map[schema.GroupVersionResource]*resource{}, recentlyTerminated: map[string]time.Time{},
-		metrics: newMetricsSampler()}
-	for _, st := range registry.All(cfg.ServiceAllocation) {
+		metrics: newMetricsSampler(),
+		custom:  customResources{byGVR: map[schema.GroupVersionResource]*resource{}, byCRD: map[string]*servedCRD{}}}
+	for _, st := range append(registry.All(cfg.ServiceAllocation), customresource.CRDs) {
 		info := st.Describe()
 		st := st
 		r := &resource{strategy: st, info: info, claims: func(o storage.Object) []string { return st.ClaimsOf(o) },
@@ -136,6 +144,9 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	if err := s.bootstrap(ctx); err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
+	}
+	if err := s.runCRDs(ctx, &wg); err != nil {
+		return fmt.Errorf("custom resources: %w", err)
 	}
 	s.ready.Store(true)
 	<-ctx.Done()
@@ -247,7 +258,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, group string, 
 		s.serveMetrics(w, r, req.namespace, parts, watchPath || isTrue(r.URL.Query().Get("watch")))
 		return
 	}
-	res, ok := s.resources[gv.WithResource(parts[0])]
+	res, ok := s.lookupResource(gv.WithResource(parts[0]))
 	if !ok {
 		if gv.Group == "" && parts[0] == "bindings" && r.Method == http.MethodPost && req.namespace != "" {
 			s.createBinding(w, r, req.namespace, "")
@@ -257,7 +268,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, group string, 
 			s.serveIdentityAPI(w, r, parts[0])
 			return
 		}
-		writeError(w, apierrors.NewNotFound(schema.GroupResource{Group: gv.Group, Resource: parts[0]}, ""))
+		writeError(w, apierrors.NewGenericServerResponse(http.StatusNotFound, strings.ToLower(r.Method), schema.GroupResource{Group: gv.Group, Resource: parts[0]}, "", "", 0, false))
 		return
 	}
 	req.res = res

@@ -58,7 +58,7 @@ func watchOptions(r *http.Request, pred storage.Predicate) (storage.WatchOptions
 // caught up, so each event reaches the client without waiting for the next.
 func (s *Server) watch(w http.ResponseWriter, r *http.Request, req request) {
 	res := req.res
-	out, err := negotiate(r)
+	out, err := negotiateFor(r, res)
 	if err != nil {
 		writeError(w, err)
 		return

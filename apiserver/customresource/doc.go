@@ -1,0 +1,17 @@
+// Package customresource serves CustomResourceDefinitions (apiextensions.k8s.io/v1) and the
+// custom resources they define, as Kubernetes v1.36's apiextensions-apiserver does:
+//
+//   - CRDs is the registry definition of the CRD objects themselves: defaults, and the
+//     validation of names, versions, subresources, printer columns, selectable fields,
+//     conversion and of each version's schema, which must be structural (ValidateSchema).
+//   - Compile turns a version's openAPIV3Schema into a Schema that validates (types, formats,
+//     enums, patterns, bounds, list types and map keys, int-or-string, embedded resources),
+//     prunes unknown fields and fills defaults; messages read as kube-apiserver's.
+//   - NewResource makes the registry.Strategy of one served version: unstructured objects,
+//     the status/spec split of the status subresource, generation, printer columns as table
+//     rows, selectable fields, the scale subresource's paths, and the conversion of other
+//     versions to the storage version.
+//
+// The apiserver (crd.go there) watches CRDs, accepts their names, marks them Established and
+// adds or removes the served resources at runtime; this package has no I/O.
+package customresource

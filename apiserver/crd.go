@@ -463,5 +463,5 @@ func finalizersOnDelete(res *resource, cur storage.Object, opts *metav1.DeleteOp
 }
 
 // resourcesChanged is called when CRDs add or remove served resources.
-// TODO(issue 13): invalidate the cached discovery and OpenAPI documents here.
-func (s *Server) resourcesChanged() {}
+// TODO(issue 13): invalidate the cached discovery documents here too.
+func (s *Server) resourcesChanged() { s.openapi.invalidate() }

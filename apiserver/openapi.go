@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
@@ -22,13 +23,35 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// openAPICache holds the OpenAPI documents, built once on first use.
+// openAPICache holds the OpenAPI documents, built on first use and again after CRDs change
+// the served resources.
 type openAPICache struct {
-	once sync.Once
+	mu    sync.Mutex
+	built *openAPIDocs
+}
+
+type openAPIDocs struct {
 	docs map[string][]byte // v3: "api/v1", "apis/apps/v1" → document
 	hash map[string]string
 	v2   []byte // Swagger 2.0 of everything, gnostic protobuf
 	v2js []byte // the same in JSON
+}
+
+// get returns the documents, building them if needed.
+func (c *openAPICache) get(build func() *openAPIDocs) *openAPIDocs {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.built == nil {
+		c.built = build()
+	}
+	return c.built
+}
+
+// invalidate drops the documents; the next request builds them anew.
+func (c *openAPICache) invalidate() {
+	c.mu.Lock()
+	c.built = nil
+	c.mu.Unlock()
 }
 
 // mimeOpenAPIv2Protobuf is the media type kube-openapi answers protobuf requests with (clients
@@ -40,11 +63,11 @@ const mimeOpenAPIv2Protobuf = "application/com.github.proto-openapi.spec.v2.v1.0
 // explain works; every PATCH declares fieldValidation, which kubectl checks before it leaves
 // validation to the server; v2 is what kubectl validates List manifests against.
 func (s *Server) serveOpenAPI(w http.ResponseWriter, r *http.Request, path string) {
-	s.openapi.once.Do(s.buildOpenAPI)
+	docs := s.openapi.get(s.buildOpenAPI)
 	switch path {
 	case "/openapi/v3":
 		paths := map[string]any{}
-		for gv, h := range s.openapi.hash {
+		for gv, h := range docs.hash {
 			paths[gv] = map[string]string{"serverRelativeURL": "/openapi/v3/" + gv + "?hash=" + h}
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"paths": paths})
@@ -52,14 +75,14 @@ func (s *Server) serveOpenAPI(w http.ResponseWriter, r *http.Request, path strin
 	case "/openapi/v2":
 		if strings.Contains(r.Header.Get("Accept"), "protobuf") {
 			w.Header().Set("Content-Type", mimeOpenAPIv2Protobuf)
-			_, _ = w.Write(s.openapi.v2)
+			_, _ = w.Write(docs.v2)
 			return
 		}
 		w.Header().Set("Content-Type", mimeJSON)
-		_, _ = w.Write(s.openapi.v2js)
+		_, _ = w.Write(docs.v2js)
 		return
 	}
-	doc, ok := s.openapi.docs[strings.TrimPrefix(path, "/openapi/v3/")]
+	doc, ok := docs.docs[strings.TrimPrefix(path, "/openapi/v3/")]
 	if !ok {
 		writeError(w, apierrors.NewNotFound(schema.GroupResource{}, path))
 		return
@@ -78,13 +101,18 @@ func (s *Server) apiPaths(g *schemaGen, gv schema.GroupVersion, paths map[string
 	if gv.Group == "" {
 		prefix = "/api/v1"
 	}
-	for _, res := range s.ordered {
+	for _, res := range s.servedResources() {
 		info := res.info
 		if info.GroupVersion != gv {
 			continue
 		}
-		ref := g.ref(reflect.TypeOf(res.strategy.NewObject()).Elem(), info.GVK())
-		g.ref(reflect.TypeOf(res.strategy.NewListObject()).Elem(), gv.WithKind(info.Kind+"List"))
+		var ref map[string]any
+		if res.custom != nil {
+			ref = g.customRef(res)
+		} else {
+			ref = g.ref(reflect.TypeOf(res.strategy.NewObject()).Elem(), info.GVK())
+			g.ref(reflect.TypeOf(res.strategy.NewListObject()).Elem(), gv.WithKind(info.Kind+"List"))
+		}
 		op := func(verb string) map[string]any { return g.operation(verb, info.GVK(), ref) }
 		item, collection := prefix+"/"+info.Resource+"/{name}", prefix+"/"+info.Resource
 		if info.Namespaced {
@@ -122,8 +150,8 @@ func (g *schemaGen) operation(verb string, gvk schema.GroupVersionKind, ref map[
 	return o
 }
 
-func (s *Server) buildOpenAPI() {
-	s.openapi.docs, s.openapi.hash = map[string][]byte{}, map[string]string{}
+func (s *Server) buildOpenAPI() *openAPIDocs {
+	d := &openAPIDocs{docs: map[string][]byte{}, hash: map[string]string{}}
 	info := map[string]string{"title": "Kubernetes", "version": KubernetesVersion}
 	v2 := &schemaGen{schemas: map[string]any{}, v2: true}
 	v2paths := map[string]any{}
@@ -138,16 +166,75 @@ func (s *Server) buildOpenAPI() {
 		s.apiPaths(v2, gv, v2paths)
 		doc, _ := json.Marshal(map[string]any{"openapi": "3.0.0", "info": info, "paths": paths, "components": map[string]any{"schemas": g.schemas}})
 		sum := sha512.Sum512(doc)
-		s.openapi.docs[key], s.openapi.hash[key] = doc, strings.ToUpper(hex.EncodeToString(sum[:]))
+		d.docs[key], d.hash[key] = doc, strings.ToUpper(hex.EncodeToString(sum[:]))
 	}
-	s.openapi.v2js, _ = json.Marshal(map[string]any{"swagger": "2.0", "info": info, "paths": v2paths, "definitions": v2.schemas})
-	doc, err := openapiv2.ParseDocument(s.openapi.v2js)
+	d.v2js, _ = json.Marshal(map[string]any{"swagger": "2.0", "info": info, "paths": v2paths, "definitions": v2.schemas})
+	doc, err := openapiv2.ParseDocument(d.v2js)
 	if err == nil {
-		s.openapi.v2, err = proto.Marshal(doc)
+		d.v2, err = proto.Marshal(doc)
 	}
 	if err != nil {
 		slog.Error("openapi v2 document", "err", err)
 	}
+	return d
+}
+
+// customRef returns a reference to the schema of a custom resource's kind, made from its
+// CRD's openAPIV3Schema with the object metadata and type fields every resource has; Swagger
+// 2.0 gets the schema without what it cannot say (nullable, the combinators).
+func (g *schemaGen) customRef(res *resource) map[string]any {
+	info := res.info
+	parts := strings.Split(info.GroupVersion.Group, ".")
+	slices.Reverse(parts)
+	name := strings.Join(parts, ".") + "." + info.GroupVersion.Version + "." + info.Kind
+	if _, done := g.schemas[name]; !done {
+		sch := res.custom.OpenAPISchema()
+		if g.v2 {
+			sch = swagger2(sch)
+		}
+		props, _ := sch["properties"].(map[string]any)
+		if props == nil {
+			props = map[string]any{}
+		}
+		props["apiVersion"] = map[string]any{"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."}
+		props["kind"] = map[string]any{"type": "string", "description": "Kind is a string value representing the REST resource this object represents."}
+		props["metadata"] = g.typeSchema(reflect.TypeOf(metav1.ObjectMeta{}))
+		sch["properties"] = props
+		sch["type"] = "object"
+		sch["x-kubernetes-group-version-kind"] = []map[string]string{{"group": info.GroupVersion.Group, "version": info.GroupVersion.Version, "kind": info.Kind}}
+		g.schemas[name] = sch
+	}
+	if g.v2 {
+		return map[string]any{"$ref": "#/definitions/" + name}
+	}
+	return map[string]any{"$ref": "#/components/schemas/" + name}
+}
+
+// swagger2 drops from a JSON schema what Swagger 2.0 does not know.
+func swagger2(sch map[string]any) map[string]any {
+	out := make(map[string]any, len(sch))
+	for k, v := range sch {
+		switch k {
+		case "nullable", "anyOf", "oneOf", "allOf", "not", "x-kubernetes-validations":
+			continue
+		}
+		switch x := v.(type) {
+		case map[string]any:
+			if k == "properties" {
+				props := make(map[string]any, len(x))
+				for pk, pv := range x {
+					if pm, ok := pv.(map[string]any); ok {
+						props[pk] = swagger2(pm)
+					}
+				}
+				v = props
+			} else {
+				v = swagger2(x)
+			}
+		}
+		out[k] = v
+	}
+	return out
 }
 
 // schemaGen turns Go types into OpenAPI v3 schemas, one component per named struct.

@@ -217,9 +217,11 @@ func (s *Schema) Validate(path *field.Path, v any) field.ErrorList {
 		if s.ListType == "map" && len(s.ListMapKeys) > 0 {
 			errs = append(errs, duplicates(path, val, func(e any) any {
 				m, _ := e.(map[string]any)
-				key := make([]any, len(s.ListMapKeys))
-				for i, k := range s.ListMapKeys {
-					key[i] = m[k]
+				key := make(map[string]any, len(s.ListMapKeys))
+				for _, k := range s.ListMapKeys {
+					if v, ok := m[k]; ok {
+						key[k] = v
+					}
 				}
 				return key
 			})...)
@@ -446,14 +448,15 @@ func jsonEqual(a, b any) bool {
 	return a == b
 }
 
-// duplicates reports the items of a set or map list whose key repeats an earlier item's.
+// duplicates reports the items of a set or map list whose key repeats an earlier item's,
+// with that key (a map list's key fields) as the value.
 func duplicates(path *field.Path, items []any, key func(any) any) field.ErrorList {
 	var errs field.ErrorList
 	for i := range items {
 		ki := key(items[i])
 		for j := 0; j < i; j++ {
 			if jsonEqual(ki, key(items[j])) {
-				errs = append(errs, field.Duplicate(path.Index(i), items[i]))
+				errs = append(errs, field.Duplicate(path.Index(i), ki))
 				break
 			}
 		}

@@ -31,6 +31,8 @@ type Resource struct {
 	stored schema.GroupVersion
 	// Rules are the CEL rules of the schema, compiled (nil without rules).
 	rules *ruleSet
+	// openapi is the version's openAPIV3Schema as JSON, for the OpenAPI documents.
+	openapi []byte
 }
 
 type column struct {
@@ -77,6 +79,9 @@ func NewResource(crd *apiextv1.CustomResourceDefinition, v *apiextv1.CustomResou
 			return nil, err
 		}
 		r.schema = s
+		if r.openapi, err = json.Marshal(v.Schema.OpenAPIV3Schema); err != nil {
+			return nil, err
+		}
 		if r.rules, err = compileRules(s); err != nil {
 			return nil, err
 		}
@@ -119,6 +124,15 @@ func NewResource(crd *apiextv1.CustomResourceDefinition, v *apiextv1.CustomResou
 		r.fields = append(r.fields, selectable{name: strings.TrimPrefix(f.JSONPath, "."), path: p})
 	}
 	return r, nil
+}
+
+// OpenAPISchema returns a fresh copy of the version's schema as decoded JSON.
+func (r *Resource) OpenAPISchema() map[string]any {
+	out := map[string]any{}
+	if len(r.openapi) > 0 {
+		_ = json.Unmarshal(r.openapi, &out)
+	}
+	return out
 }
 
 // ScaleSpec returns where the scale subresource's fields are (nil without one).

@@ -323,6 +323,13 @@ func (s *Server) serveCRD(ctx context.Context, crd *apiextv1.CustomResourceDefin
 		if !v.Served {
 			continue
 		}
+		// TODO(issue 13): Webhook conversion. Each served version has its own watch cache,
+		// which converts while it holds its lock, so a webhook there could stall every
+		// reader; it needs one cache of the storage version and per-request conversion.
+		// Until then only the storage version of such a CRD is served.
+		if c := crd.Spec.Conversion; c != nil && c.Strategy == apiextv1.WebhookConverter && !v.Storage {
+			continue
+		}
 		st, err := customresource.NewResource(crd, v)
 		if err != nil {
 			return fmt.Errorf("version %s: %w", v.Name, err)

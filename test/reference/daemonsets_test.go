@@ -1,0 +1,419 @@
+//go:build linux
+
+package reference
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/kplane/kplane/cache"
+	"github.com/kplane/kplane/client"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// TestDaemonSetsMatchReference runs the reference kube-controller-manager's daemonset
+// controller and then kplane's on the same DaemonSets over the same three Nodes (one tainted
+// NoSchedule, one labelled, one cordoned), the test playing the scheduler (a pod is bound to the
+// node its affinity names) and the node (a bound pod runs, ready at once; a pod being deleted is
+// gone). After the DaemonSets are created, after a template change (RollingUpdate with
+// maxUnavailable, with maxSurge, and OnDelete) and after a node is tainted, each DaemonSet's
+// status, its ControllerRevisions' numbers and its pods per node (with the revision they are of,
+// the tolerations and node affinity the controller gave them) must be the same. Revision hashes
+// differ by design (each controller hashes the template its own way) and are shown as the
+// number of the revision they name.
+//
+//	KPLANE_REFERENCE_KCM=/path/to/kube-controller-manager go test -count=1 -v -run TestDaemonSetsMatchReference ./test/reference/
+func TestDaemonSetsMatchReference(t *testing.T) {
+	refKCM := os.Getenv("KPLANE_REFERENCE_KCM")
+	if refKCM == "" {
+		t.Skip("KPLANE_REFERENCE_KCM does not name a reference kube-controller-manager binary; this differential test needs one")
+	}
+	runDifferential(t, refKCM, scenario{
+		prefix:      "ds",
+		controllers: "daemonset",
+		node:        scheduledNode,
+		steps: []step{
+			{name: "creating the DaemonSets", act: createDaemonSets, atRest: daemonSetsAtRest},
+			{name: "changing the templates", act: changeDaemonSetTemplates, atRest: daemonSetsAtRest},
+			{name: stepTaint, act: deleteOnDeletePodAndTaint, atRest: daemonSetsAtRest},
+			{name: "annotating the DaemonSets", act: annotateDaemonSets, atRest: daemonSetsAtRest},
+		},
+		outcomes: daemonSetOutcomes,
+		tolerate: func(step, key, ref, got string) string {
+			if step == stepTaint && !strings.Contains(key, " pod ") {
+				return "Kubernetes' controller does not sync a DaemonSet when a node where it has a pod gains a NoSchedule taint the pod does not tolerate " +
+					"(v1.36 syncNodeUpdate queues a DaemonSet only for a pod to create or delete, or a non-zero misscheduled count), so its status " +
+					"stays stale until the DaemonSet's next sync; kplane's recomputes it at once. After the next step (a sync) both agree."
+			}
+			return ""
+		},
+		retire:   deleteAll[*appsv1.DaemonSet]("daemonsets"),
+	}, nil)
+}
+
+const stepTaint = "deleting an OnDelete pod and tainting a node"
+
+const (
+	nodeTainted  = "ref-node-tainted"
+	nodeLabelled = "ref-node-ssd"
+	nodeCordoned = "ref-node-cordoned"
+)
+
+// daemonNodes are the nodes as each run starts with them.
+func daemonNodes() []*corev1.Node {
+	node := func(name string, change func(*corev1.Node)) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}
+		change(n)
+		return n
+	}
+	return []*corev1.Node{
+		node(nodeTainted, func(n *corev1.Node) {
+			n.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "infra", Effect: corev1.TaintEffectNoSchedule}}
+		}),
+		node(nodeLabelled, func(n *corev1.Node) { n.Labels["disk"] = "ssd" }),
+		node(nodeCordoned, func(n *corev1.Node) { n.Spec.Unschedulable = true }),
+	}
+}
+
+// resetNodes creates the nodes, or puts them back as daemonNodes has them, all Ready.
+func resetNodes(ctx context.Context, c *client.Client) error {
+	nodes := client.Resource[*corev1.Node](c, "nodes")
+	for _, want := range daemonNodes() {
+		n, err := nodes.Get(ctx, want.Name)
+		switch {
+		case client.IsNotFound(err):
+			n, err = nodes.Create(ctx, want)
+		case err == nil:
+			n.Labels, n.Spec = want.Labels, want.Spec
+			n, err = nodes.Update(ctx, n)
+		}
+		if err != nil {
+			return err
+		}
+		now := metav1.Now()
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
+			Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: now}}
+		n.Status.Allocatable = corev1.ResourceList{"pods": resource.MustParse("110")}
+		n.Status.Capacity = n.Status.Allocatable
+		if _, err := nodes.UpdateStatus(ctx, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func daemonSetFixture() []*appsv1.DaemonSet {
+	ds := func(name string, change func(*appsv1.DaemonSet)) *appsv1.DaemonSet {
+		labels := map[string]string{"app": name}
+		d := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "main", Image: "busybox"}}}},
+		}}
+		change(d)
+		return d
+	}
+	tolerateInfra := func(d *appsv1.DaemonSet) {
+		d.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "infra", Effect: corev1.TaintEffectNoSchedule}}
+	}
+	return []*appsv1.DaemonSet{
+		ds("plain", func(d *appsv1.DaemonSet) {
+			d.Spec.UpdateStrategy = appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: new(intstr.FromInt32(1))}}
+		}),
+		ds("selector", func(d *appsv1.DaemonSet) { d.Spec.Template.Spec.NodeSelector = map[string]string{"disk": "ssd"} }),
+		ds("affinity", func(d *appsv1.DaemonSet) {
+			d.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+					MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "disk", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"ssd"}}}}}}}}
+		}),
+		ds("tolerant", tolerateInfra),
+		ds("surge", func(d *appsv1.DaemonSet) {
+			tolerateInfra(d)
+			d.Spec.UpdateStrategy = appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: new(intstr.FromInt32(0)), MaxSurge: new(intstr.FromInt32(1))}}
+		}),
+		ds("ondelete", func(d *appsv1.DaemonSet) {
+			d.Spec.UpdateStrategy = appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}
+		}),
+	}
+}
+
+func createDaemonSets(ctx context.Context, c *client.Client, ns string) error {
+	if err := resetNodes(ctx, c); err != nil {
+		return err
+	}
+	for _, d := range daemonSetFixture() {
+		if _, err := client.Resource[*appsv1.DaemonSet](c, "daemonsets").Namespace(ns).Create(ctx, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func changeDaemonSetTemplates(ctx context.Context, c *client.Client, ns string) error {
+	for _, name := range []string{"plain", "surge", "ondelete"} {
+		if err := modify(ctx, client.Resource[*appsv1.DaemonSet](c, "daemonsets").Namespace(ns), name, func(d *appsv1.DaemonSet) {
+			d.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "VERSION", Value: "2"}}
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteOnDeletePodAndTaint deletes the OnDelete DaemonSet's pod on the labelled node (its
+// replacement is of the new template) and taints the cordoned node NoSchedule (the pods there
+// that do not tolerate it stay, misscheduled).
+func deleteOnDeletePodAndTaint(ctx context.Context, c *client.Client, ns string) error {
+	pods := client.Resource[*corev1.Pod](c, "pods").Namespace(ns)
+	l, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "app=ondelete"})
+	if err != nil {
+		return err
+	}
+	for _, p := range l.Items {
+		if p.Spec.NodeName == nodeLabelled {
+			if err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+				return err
+			}
+		}
+	}
+	return modify(ctx, client.Resource[*corev1.Node](c, "nodes"), nodeCordoned, func(n *corev1.Node) {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "maintenance", Effect: corev1.TaintEffectNoSchedule})
+	})
+}
+
+// annotateDaemonSets touches every DaemonSet, which makes both controllers sync them.
+func annotateDaemonSets(ctx context.Context, c *client.Client, ns string) error {
+	api := client.Resource[*appsv1.DaemonSet](c, "daemonsets").Namespace(ns)
+	for _, d := range daemonSetFixture() {
+		if err := modify(ctx, api, d.Name, func(d *appsv1.DaemonSet) {
+			if d.Annotations == nil {
+				d.Annotations = map[string]string{}
+			}
+			d.Annotations["touched"] = "yes"
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// modify gets an object, changes it and writes it back, again on a conflict.
+func modify[T client.Object](ctx context.Context, api *client.Typed[T], name string, change func(T)) error {
+	for {
+		obj, err := api.Get(ctx, name)
+		if err != nil {
+			return err
+		}
+		change(obj)
+		if _, err = api.Update(ctx, obj); !client.IsConflict(err) {
+			return err
+		}
+	}
+}
+
+// deleteAll returns a retire function that deletes every object of the resource in the
+// namespace, leaving what they own (no garbage collector runs).
+func deleteAll[T client.Object](resource string) func(ctx context.Context, c *client.Client, ns string) error {
+	return func(ctx context.Context, c *client.Client, ns string) error {
+		api := client.Resource[T](c, resource).Namespace(ns)
+		l, err := api.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, obj := range l.Items {
+			if err := api.Delete(ctx, obj.GetName(), metav1.DeleteOptions{}); err != nil && !client.IsNotFound(err) {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// scheduledNode plays the scheduler and the node: a pod whose required node affinity names
+// one node is bound there, a bound pod runs and is ready, a pod being deleted is gone.
+func scheduledNode(ctx context.Context, pods *client.Typed[*corev1.Pod]) cache.Handler[*corev1.Pod] {
+	play := func(p *corev1.Pod) {
+		switch {
+		case p.DeletionTimestamp != nil:
+			reapDeleted(ctx, pods, p)
+		case p.Spec.NodeName == "":
+			if node := affinityNode(p); node != "" {
+				_ = pods.CreateSubresource(ctx, p.Name, "binding", &corev1.Binding{
+					ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
+					Target:     corev1.ObjectReference{Kind: "Node", Name: node}}, nil)
+			}
+		case p.Status.Phase == "" || p.Status.Phase == corev1.PodPending:
+			_, _ = pods.UpdateStatus(ctx, runningAndReady(p))
+		}
+	}
+	return cache.Handler[*corev1.Pod]{
+		OnAdd:    func(p *corev1.Pod, _ bool) { play(p) },
+		OnUpdate: func(_, p *corev1.Pod) { play(p) },
+	}
+}
+
+// affinityNode is the one node a pod's required node affinity names by metadata.name.
+func affinityNode(p *corev1.Pod) string {
+	a := p.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return ""
+	}
+	for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, f := range term.MatchFields {
+			if f.Key == "metadata.name" && f.Operator == corev1.NodeSelectorOpIn && len(f.Values) == 1 {
+				return f.Values[0]
+			}
+		}
+	}
+	return ""
+}
+
+// daemonSetsAtRest: each DaemonSet's status is of its generation and, unless it updates on
+// delete, every node it should run on has one available pod of the new template; no pod is
+// being deleted.
+func daemonSetsAtRest(ctx context.Context, c *client.Client, ns string) ([]string, error) {
+	l, err := client.Resource[*appsv1.DaemonSet](c, "daemonsets").Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	pl, err := client.Resource[*corev1.Pod](c, "pods").Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var moving []string
+	for _, d := range l.Items {
+		st := d.Status
+		done := st.ObservedGeneration == d.Generation && st.NumberAvailable == st.DesiredNumberScheduled
+		if d.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType {
+			done = done && st.UpdatedNumberScheduled == st.DesiredNumberScheduled
+		}
+		if !done {
+			moving = append(moving, d.Name)
+		}
+	}
+	for _, p := range pl.Items {
+		if p.DeletionTimestamp != nil || p.Spec.NodeName == "" {
+			moving = append(moving, "pod "+p.Name)
+		}
+	}
+	return moving, nil
+}
+
+// daemonSetOutcomes renders each DaemonSet's status, revisions and pods.
+func daemonSetOutcomes(ctx context.Context, c *client.Client, ns string) (map[string]string, error) {
+	l, err := client.Resource[*appsv1.DaemonSet](c, "daemonsets").Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	pl, err := client.Resource[*corev1.Pod](c, "pods").Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	revs, err := revisionsByOwner(ctx, c, ns)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, d := range l.Items {
+		st := d.Status
+		h := revs[d.Name]
+		out["daemonset "+d.Name] = fmt.Sprintf("desired=%d current=%d ready=%d updated=%d available=%d unavailable=%d misscheduled=%d observedGeneration=%d/%d collisionCount=%d conditions=%d revisions=%s",
+			st.DesiredNumberScheduled, st.CurrentNumberScheduled, st.NumberReady, st.UpdatedNumberScheduled, st.NumberAvailable,
+			st.NumberUnavailable, st.NumberMisscheduled, st.ObservedGeneration, d.Generation, deref(st.CollisionCount), len(st.Conditions), h)
+		var pods []string
+		for _, p := range pl.Items {
+			if !ownedBy(p.OwnerReferences, "DaemonSet", d.Name) {
+				continue
+			}
+			pods = append(pods, fmt.Sprintf("%s: revision=%s deleting=%v labels=%s tolerations=%s affinity=%s",
+				p.Spec.NodeName, h.number(p.Labels[appsv1.ControllerRevisionHashLabelKey]), p.DeletionTimestamp != nil,
+				mustJSON(withoutKey(p.Labels, appsv1.ControllerRevisionHashLabelKey)), tolerationsString(p.Spec.Tolerations), mustJSON(p.Spec.Affinity)))
+		}
+		slices.Sort(pods)
+		for i, p := range pods {
+			out[fmt.Sprintf("daemonset %s pod %d", d.Name, i)] = p
+		}
+	}
+	return out, nil
+}
+
+// revisions are one owner's ControllerRevisions: their numbers by hash.
+type revisions map[string]int64
+
+// number names the revision a hash label points to by its number.
+func (r revisions) number(hash string) string {
+	if n, ok := r[hash]; ok {
+		return strconv.FormatInt(n, 10)
+	}
+	if hash == "" {
+		return "<none>"
+	}
+	return "<unknown hash>"
+}
+
+// String lists the revision numbers.
+func (r revisions) String() string {
+	var ns []string
+	for _, n := range r {
+		ns = append(ns, strconv.FormatInt(n, 10))
+	}
+	slices.Sort(ns)
+	return "[" + strings.Join(ns, ",") + "]"
+}
+
+// revisionsByOwner returns the namespace's ControllerRevisions by the name of their owner.
+func revisionsByOwner(ctx context.Context, c *client.Client, ns string) (map[string]revisions, error) {
+	l, err := client.Resource[*appsv1.ControllerRevision](c, "controllerrevisions").Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]revisions{}
+	for _, cr := range l.Items {
+		owner := "<no owner>"
+		if ref := metav1.GetControllerOf(cr); ref != nil {
+			owner = ref.Name
+		}
+		if out[owner] == nil {
+			out[owner] = revisions{}
+		}
+		out[owner][cr.Labels[appsv1.ControllerRevisionHashLabelKey]] = cr.Revision
+	}
+	return out, nil
+}
+
+func tolerationsString(tols []corev1.Toleration) string {
+	var out []string
+	for _, t := range tols {
+		s := fmt.Sprintf("%s%s%s:%s", t.Key, map[corev1.TolerationOperator]string{corev1.TolerationOpExists: "*", corev1.TolerationOpEqual: "="}[t.Operator], t.Value, t.Effect)
+		if t.TolerationSeconds != nil {
+			s += fmt.Sprintf("(%ds)", *t.TolerationSeconds)
+		}
+		out = append(out, s)
+	}
+	return "[" + strings.Join(out, " ") + "]"
+}
+
+func ownedBy(refs []metav1.OwnerReference, kind, name string) bool {
+	return slices.ContainsFunc(refs, func(r metav1.OwnerReference) bool { return r.Kind == kind && r.Name == name })
+}
+
+func withoutKey(m map[string]string, key string) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		if k != key {
+			out[k] = v
+		}
+	}
+	return out
+}

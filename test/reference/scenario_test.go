@@ -1,0 +1,221 @@
+//go:build linux
+
+package reference
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kplane/kplane/cache"
+	"github.com/kplane/kplane/client"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// A scenario is the script of a differential test of one controller: the same objects are
+// created in namespace "<prefix>-reference", with the reference controller manager running, and
+// then in "<prefix>-kplane" with kplane's, the test playing the node (and, where needed, the
+// scheduler) by the same rules; after each step, once the controller has come to rest, the
+// outcomes of the two runs must be equal, up to the differences the scenario tolerates.
+type scenario struct {
+	prefix string
+	// controllers is the --controllers flag of both controller managers.
+	controllers string
+	// node plays the node for the pods of the namespace (nil: no pods to play).
+	node func(ctx context.Context, pods *client.Typed[*corev1.Pod]) cache.Handler[*corev1.Pod]
+	steps []step
+	// outcomes renders what the controller wrote in a namespace, by key, without what differs
+	// between runs by nature (names with random suffixes, UIDs, times, hashes).
+	outcomes func(ctx context.Context, c *client.Client, ns string) (map[string]string, error)
+	// retire, when set, removes the run's controlled objects once its outcomes are taken, so
+	// that the next controller manager does not act on them.
+	retire func(ctx context.Context, c *client.Client, ns string) error
+	// tolerate says why a difference between the outcomes for key after the named step is
+	// expected ("" if it is not).
+	tolerate func(step, key, ref, got string) string
+}
+
+// A step changes the namespace's objects (the first creates them) and says when the
+// controller has done its part.
+type step struct {
+	name string
+	act  func(ctx context.Context, c *client.Client, ns string) error
+	// atRest lists what has not come to rest yet (none: the outcomes are then also required to
+	// stay unchanged for stableFor).
+	atRest func(ctx context.Context, c *client.Client, ns string) ([]string, error)
+}
+
+// stepTimeout bounds the wait for one step to come to rest.
+const stepTimeout = 90 * time.Second
+
+// runDifferential runs sc with the reference controller manager at refKCM and then with
+// kplane's, against one kplane apiserver, and reports the differences of each step's outcomes.
+func runDifferential(t *testing.T, refKCM string, sc scenario, before func(ctx context.Context, c *client.Client) error) {
+	t.Helper()
+	bin := buildKplane(t)
+	logDir := keptLogDir(t)
+	kubeconfig := startAPIServer(t, bin, logDir)
+	c, err := client.FromKubeconfig(kubeconfig, -1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before != nil {
+		if err := before(context.Background(), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := []string{"--kubeconfig", kubeconfig, "--controllers", sc.controllers, "--leader-elect=false", "--secure-port", "0"}
+	ref := runScenario(t, c, logDir, "reference", exec.Command(refKCM, append(args, "--v", "2")...), sc)
+	got := runScenario(t, c, logDir, "kplane", exec.Command(bin, append([]string{"controller-manager"}, args...)...), sc)
+	var diffs []string
+	for i, st := range sc.steps {
+		for _, key := range unionKeys(ref[i], got[i]) {
+			r, g := ref[i][key], got[i][key]
+			if r == g {
+				continue
+			}
+			if why := tolerated(sc, st.name, key, r, g); why != "" {
+				t.Logf("tolerated difference after %s, %s: %s\n- %s\n+ %s", st.name, key, why, r, g)
+				continue
+			}
+			diffs = append(diffs, fmt.Sprintf("after %s, %s:\n- %s\n+ %s", st.name, key, r, g))
+		}
+	}
+	if len(diffs) > 0 {
+		t.Errorf("kplane's %s controller differs from the reference's in %d ways (- reference, + kplane):\n%s",
+			sc.controllers, len(diffs), strings.Join(diffs, "\n"))
+	}
+}
+
+func tolerated(sc scenario, step, key, ref, got string) string {
+	if sc.tolerate == nil {
+		return ""
+	}
+	return sc.tolerate(step, key, ref, got)
+}
+
+// runScenario runs sc's steps in namespace "<prefix>-<name>" with the controller manager cmd
+// and returns the outcomes after each step.
+func runScenario(t *testing.T, c *client.Client, logDir, name string, cmd *exec.Cmd, sc scenario) []map[string]string {
+	t.Helper()
+	var wg sync.WaitGroup
+	defer wg.Wait() // after cancel, which the informer waits for
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ns := sc.prefix + "-" + name
+	if _, err := client.Resource[*corev1.Namespace](c, "namespaces").Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	if sc.node != nil {
+		pods := client.Resource[*corev1.Pod](c, "pods").Namespace(ns)
+		inf := cache.NewInformer[*corev1.Pod]("ref-pods", pods)
+		inf.AddHandler(sc.node(ctx, pods), 0)
+		wg.Go(func() { inf.Run(ctx) })
+	}
+
+	logs, err := os.Create(filepath.Join(logDir, name+"-"+sc.prefix+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	cmd.Stdout, cmd.Stderr = logs, logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer stopProcess(cmd)
+
+	var out []map[string]string
+	for _, st := range sc.steps {
+		if err := st.act(ctx, c, ns); err != nil {
+			t.Fatalf("%s: %s: %v", name, st.name, err)
+		}
+		deadline := time.Now().Add(stepTimeout)
+		var last map[string]string
+		var lastChange time.Time
+		for {
+			moving, err := st.atRest(ctx, c, ns)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", name, st.name, err)
+			}
+			now, err := sc.outcomes(ctx, c, ns)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", name, st.name, err)
+			}
+			if len(moving) > 0 || !maps.Equal(now, last) {
+				last, lastChange = now, time.Now()
+			} else if time.Since(lastChange) >= stableFor {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %s: not at rest after %v (moving: %v); outcomes:\n%s\nlog: %s",
+					name, st.name, stepTimeout, moving, render(now), tail(logs.Name()))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		out = append(out, last)
+	}
+	if sc.retire != nil {
+		if err := sc.retire(ctx, c, ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func render(m map[string]string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		fmt.Fprintf(&b, "  %s: %s\n", k, m[k])
+	}
+	return b.String()
+}
+
+// runningAndReady is the node's part for a pod bound to it, or for any pod when bind is false:
+// it runs, with its containers ready (the pod counts as available at once).
+func runningAndReady(p *corev1.Pod) *corev1.Pod {
+	p = p.DeepCopy()
+	now := metav1.Now()
+	p.Status.Phase = corev1.PodRunning
+	p.Status.Conditions = []corev1.PodCondition{
+		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+	}
+	var cs []corev1.ContainerStatus
+	for _, ctr := range p.Spec.Containers {
+		cs = append(cs, corev1.ContainerStatus{Name: ctr.Name, Image: ctr.Image, Ready: true, Started: new(true),
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}})
+	}
+	p.Status.ContainerStatuses = cs
+	p.Status.StartTime = &now
+	return p
+}
+
+// reapDeleted is the kubelet's part for a pod being deleted: its containers stop at once
+// (grace 0); a finalizer, if any, keeps it until the controller lets it go.
+func reapDeleted(ctx context.Context, pods *client.Typed[*corev1.Pod], p *corev1.Pod) {
+	if p.DeletionTimestamp != nil {
+		_ = pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))})
+	}
+}
+
+// sortedKeys renders a count per key as "k:n k:n", in key order.
+func sortedCounts(counts map[string]int) string {
+	var ps []string
+	for _, k := range slices.Sorted(maps.Keys(counts)) {
+		ps = append(ps, fmt.Sprintf("%s:%d", k, counts[k]))
+	}
+	return strings.Join(ps, " ")
+}

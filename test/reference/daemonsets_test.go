@@ -15,8 +15,8 @@ import (
 	"github.com/kplane/kplane/client"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -56,7 +56,7 @@ func TestDaemonSetsMatchReference(t *testing.T) {
 			}
 			return ""
 		},
-		retire:   deleteAll[*appsv1.DaemonSet]("daemonsets"),
+		retire: deleteAll[*appsv1.DaemonSet]("daemonsets"),
 	}, nil)
 }
 

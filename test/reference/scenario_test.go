@@ -32,7 +32,7 @@ type scenario struct {
 	// controllers is the --controllers flag of both controller managers.
 	controllers string
 	// node plays the node for the pods of the namespace (nil: no pods to play).
-	node func(ctx context.Context, pods *client.Typed[*corev1.Pod]) cache.Handler[*corev1.Pod]
+	node  func(ctx context.Context, pods *client.Typed[*corev1.Pod]) cache.Handler[*corev1.Pod]
 	steps []step
 	// outcomes renders what the controller wrote in a namespace, by key, without what differs
 	// between runs by nature (names with random suffixes, UIDs, times, hashes).

@@ -57,7 +57,7 @@ func TestDaemonSetsMatchReference(t *testing.T) {
 			return ""
 		},
 		retire: deleteAll[*appsv1.DaemonSet]("daemonsets"),
-	}, nil)
+	})
 }
 
 const stepTaint = "deleting an OnDelete pod and tainting a node"
@@ -348,28 +348,28 @@ func daemonSetOutcomes(ctx context.Context, c *client.Client, ns string) (map[st
 	return out, nil
 }
 
-// revisions are one owner's ControllerRevisions: their numbers by hash.
-type revisions map[string]int64
+// revisions are one owner's ControllerRevisions: their numbers by hash and by name (a
+// DaemonSet's pods name their revision by hash, a StatefulSet's by name).
+type revisions struct {
+	byKey   map[string]int64
+	numbers []int64
+}
 
-// number names the revision a hash label points to by its number.
-func (r revisions) number(hash string) string {
-	if n, ok := r[hash]; ok {
+// number names the revision a hash or name points to by its number.
+func (r revisions) number(key string) string {
+	if n, ok := r.byKey[key]; ok {
 		return strconv.FormatInt(n, 10)
 	}
-	if hash == "" {
+	if key == "" {
 		return "<none>"
 	}
-	return "<unknown hash>"
+	return "<unknown revision>"
 }
 
 // String lists the revision numbers.
 func (r revisions) String() string {
-	var ns []string
-	for _, n := range r {
-		ns = append(ns, strconv.FormatInt(n, 10))
-	}
-	slices.Sort(ns)
-	return "[" + strings.Join(ns, ",") + "]"
+	slices.Sort(r.numbers)
+	return fmt.Sprint(r.numbers)
 }
 
 // revisionsByOwner returns the namespace's ControllerRevisions by the name of their owner.
@@ -384,10 +384,14 @@ func revisionsByOwner(ctx context.Context, c *client.Client, ns string) (map[str
 		if ref := metav1.GetControllerOf(cr); ref != nil {
 			owner = ref.Name
 		}
-		if out[owner] == nil {
-			out[owner] = revisions{}
+		r := out[owner]
+		if r.byKey == nil {
+			r.byKey = map[string]int64{}
 		}
-		out[owner][cr.Labels[appsv1.ControllerRevisionHashLabelKey]] = cr.Revision
+		r.byKey[cr.Labels[appsv1.ControllerRevisionHashLabelKey]] = cr.Revision
+		r.byKey[cr.Name] = cr.Revision
+		r.numbers = append(r.numbers, cr.Revision)
+		out[owner] = r
 	}
 	return out, nil
 }

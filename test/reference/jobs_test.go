@@ -35,7 +35,7 @@ func TestJobsMatchReference(t *testing.T) {
 		node:        jobNode,
 		steps:       []step{{name: "creating the Jobs", act: createJobs, atRest: jobsAtRest}},
 		outcomes:    jobOutcomes,
-	}, nil)
+	})
 }
 
 // jobFixture are the Jobs each controller runs; nodeRule says what their pods do.

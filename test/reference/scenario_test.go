@@ -59,8 +59,9 @@ type step struct {
 const stepTimeout = 90 * time.Second
 
 // runDifferential runs sc with the reference controller manager at refKCM and then with
-// kplane's, against one kplane apiserver, and reports the differences of each step's outcomes.
-func runDifferential(t *testing.T, refKCM string, sc scenario, before func(ctx context.Context, c *client.Client) error) {
+// kplane's, against one kplane apiserver, and reports the differences of each step's outcomes
+// (with KPLANE_REFERENCE_SHOW set, it also logs the reference's outcomes).
+func runDifferential(t *testing.T, refKCM string, sc scenario) {
 	t.Helper()
 	bin := buildKplane(t)
 	logDir := keptLogDir(t)
@@ -69,16 +70,14 @@ func runDifferential(t *testing.T, refKCM string, sc scenario, before func(ctx c
 	if err != nil {
 		t.Fatal(err)
 	}
-	if before != nil {
-		if err := before(context.Background(), c); err != nil {
-			t.Fatal(err)
-		}
-	}
 	args := []string{"--kubeconfig", kubeconfig, "--controllers", sc.controllers, "--leader-elect=false", "--secure-port", "0"}
 	ref := runScenario(t, c, logDir, "reference", exec.Command(refKCM, append(args, "--v", "2")...), sc)
 	got := runScenario(t, c, logDir, "kplane", exec.Command(bin, append([]string{"controller-manager"}, args...)...), sc)
 	var diffs []string
 	for i, st := range sc.steps {
+		if os.Getenv("KPLANE_REFERENCE_SHOW") != "" {
+			t.Logf("the reference's outcomes after %s:\n%s", st.name, render(ref[i]))
+		}
 		for _, key := range unionKeys(ref[i], got[i]) {
 			r, g := ref[i][key], got[i][key]
 			if r == g {

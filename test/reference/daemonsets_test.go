@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -208,38 +207,6 @@ func annotateDaemonSets(ctx context.Context, c *client.Client, ns string) error 
 	return nil
 }
 
-// modify gets an object, changes it and writes it back, again on a conflict.
-func modify[T client.Object](ctx context.Context, api *client.Typed[T], name string, change func(T)) error {
-	for {
-		obj, err := api.Get(ctx, name)
-		if err != nil {
-			return err
-		}
-		change(obj)
-		if _, err = api.Update(ctx, obj); !client.IsConflict(err) {
-			return err
-		}
-	}
-}
-
-// deleteAll returns a retire function that deletes every object of the resource in the
-// namespace, leaving what they own (no garbage collector runs).
-func deleteAll[T client.Object](resource string) func(ctx context.Context, c *client.Client, ns string) error {
-	return func(ctx context.Context, c *client.Client, ns string) error {
-		api := client.Resource[T](c, resource).Namespace(ns)
-		l, err := api.List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		for _, obj := range l.Items {
-			if err := api.Delete(ctx, obj.GetName(), metav1.DeleteOptions{}); err != nil && !client.IsNotFound(err) {
-				return err
-			}
-		}
-		return nil
-	}
-}
-
 // scheduledNode plays the scheduler and the node: a pod whose required node affinity names
 // one node is bound there, a bound pod runs and is ready, a pod being deleted is gone.
 func scheduledNode(ctx context.Context, pods *client.Typed[*corev1.Pod]) cache.Handler[*corev1.Pod] {
@@ -348,54 +315,6 @@ func daemonSetOutcomes(ctx context.Context, c *client.Client, ns string) (map[st
 	return out, nil
 }
 
-// revisions are one owner's ControllerRevisions: their numbers by hash and by name (a
-// DaemonSet's pods name their revision by hash, a StatefulSet's by name).
-type revisions struct {
-	byKey   map[string]int64
-	numbers []int64
-}
-
-// number names the revision a hash or name points to by its number.
-func (r revisions) number(key string) string {
-	if n, ok := r.byKey[key]; ok {
-		return strconv.FormatInt(n, 10)
-	}
-	if key == "" {
-		return "<none>"
-	}
-	return "<unknown revision>"
-}
-
-// String lists the revision numbers.
-func (r revisions) String() string {
-	slices.Sort(r.numbers)
-	return fmt.Sprint(r.numbers)
-}
-
-// revisionsByOwner returns the namespace's ControllerRevisions by the name of their owner.
-func revisionsByOwner(ctx context.Context, c *client.Client, ns string) (map[string]revisions, error) {
-	l, err := client.Resource[*appsv1.ControllerRevision](c, "controllerrevisions").Namespace(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]revisions{}
-	for _, cr := range l.Items {
-		owner := "<no owner>"
-		if ref := metav1.GetControllerOf(cr); ref != nil {
-			owner = ref.Name
-		}
-		r := out[owner]
-		if r.byKey == nil {
-			r.byKey = map[string]int64{}
-		}
-		r.byKey[cr.Labels[appsv1.ControllerRevisionHashLabelKey]] = cr.Revision
-		r.byKey[cr.Name] = cr.Revision
-		r.numbers = append(r.numbers, cr.Revision)
-		out[owner] = r
-	}
-	return out, nil
-}
-
 func tolerationsString(tols []corev1.Toleration) string {
 	var out []string
 	for _, t := range tols {
@@ -406,18 +325,4 @@ func tolerationsString(tols []corev1.Toleration) string {
 		out = append(out, s)
 	}
 	return "[" + strings.Join(out, " ") + "]"
-}
-
-func ownedBy(refs []metav1.OwnerReference, kind, name string) bool {
-	return slices.ContainsFunc(refs, func(r metav1.OwnerReference) bool { return r.Kind == kind && r.Name == name })
-}
-
-func withoutKey(m map[string]string, key string) map[string]string {
-	out := map[string]string{}
-	for k, v := range m {
-		if k != key {
-			out[k] = v
-		}
-	}
-	return out
 }

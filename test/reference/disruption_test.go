@@ -47,6 +47,7 @@ func TestDisruptionMatchesReference(t *testing.T) {
 			{name: "the pods ready again", act: readyAgain, atRest: budgetsAtRest},
 		},
 		outcomes: budgetOutcomes,
+		retire:   deleteAll[*policyv1.PodDisruptionBudget]("poddisruptionbudgets"),
 	})
 }
 

@@ -43,6 +43,7 @@ func TestResourceQuotasMatchReference(t *testing.T) {
 			{name: "changing a quota's spec", act: changeQuotaSpec, atRest: quotasAtRest},
 		},
 		outcomes: quotaOutcomes,
+		retire:   deleteAll[*corev1.ResourceQuota]("resourcequotas"),
 	})
 }
 
@@ -140,15 +141,6 @@ func quotaObjects(second bool) (pods []*corev1.Pod, services []*corev1.Service, 
 		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
 			Containers: []corev1.Container{{Name: "main", Image: "busybox"}}}}}}}
 	return pods, services, configMaps, jobs
-}
-
-func createAll[T client.Object](ctx context.Context, c *client.Client, resource, ns string, objs []T) error {
-	for _, o := range objs {
-		if _, err := client.Resource[T](c, resource).Namespace(ns).Create(ctx, o); err != nil {
-			return fmt.Errorf("creating %s %s: %w", resource, o.GetName(), err)
-		}
-	}
-	return nil
 }
 
 func createQuotaObjects(ctx context.Context, c *client.Client, ns string, second bool) error {

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -217,4 +219,107 @@ func sortedCounts(counts map[string]int) string {
 		ps = append(ps, fmt.Sprintf("%s:%d", k, counts[k]))
 	}
 	return strings.Join(ps, " ")
+}
+
+// modify gets an object, changes it and writes it back, again on a conflict.
+func modify[T client.Object](ctx context.Context, api *client.Typed[T], name string, change func(T)) error {
+	for {
+		obj, err := api.Get(ctx, name)
+		if err != nil {
+			return err
+		}
+		change(obj)
+		if _, err = api.Update(ctx, obj); !client.IsConflict(err) {
+			return err
+		}
+	}
+}
+
+// deleteAll returns a retire function that deletes every object of the resource in the
+// namespace, leaving what they own (no garbage collector runs).
+func deleteAll[T client.Object](resource string) func(ctx context.Context, c *client.Client, ns string) error {
+	return func(ctx context.Context, c *client.Client, ns string) error {
+		api := client.Resource[T](c, resource).Namespace(ns)
+		l, err := api.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, obj := range l.Items {
+			if err := api.Delete(ctx, obj.GetName(), metav1.DeleteOptions{}); err != nil && !client.IsNotFound(err) {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+func createAll[T client.Object](ctx context.Context, c *client.Client, resource, ns string, objs []T) error {
+	for _, o := range objs {
+		if _, err := client.Resource[T](c, resource).Namespace(ns).Create(ctx, o); err != nil {
+			return fmt.Errorf("creating %s %s: %w", resource, o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// revisions are one owner's ControllerRevisions: their numbers by hash and by name (a
+// DaemonSet's pods name their revision by hash, a StatefulSet's by name).
+type revisions struct {
+	byKey   map[string]int64
+	numbers []int64
+}
+
+// number names the revision a hash or name points to by its number.
+func (r revisions) number(key string) string {
+	if n, ok := r.byKey[key]; ok {
+		return strconv.FormatInt(n, 10)
+	}
+	if key == "" {
+		return "<none>"
+	}
+	return "<unknown revision>"
+}
+
+// String lists the revision numbers.
+func (r revisions) String() string {
+	slices.Sort(r.numbers)
+	return fmt.Sprint(r.numbers)
+}
+
+// revisionsByOwner returns the namespace's ControllerRevisions by the name of their owner.
+func revisionsByOwner(ctx context.Context, c *client.Client, ns string) (map[string]revisions, error) {
+	l, err := client.Resource[*appsv1.ControllerRevision](c, "controllerrevisions").Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]revisions{}
+	for _, cr := range l.Items {
+		owner := "<no owner>"
+		if ref := metav1.GetControllerOf(cr); ref != nil {
+			owner = ref.Name
+		}
+		r := out[owner]
+		if r.byKey == nil {
+			r.byKey = map[string]int64{}
+		}
+		r.byKey[cr.Labels[appsv1.ControllerRevisionHashLabelKey]] = cr.Revision
+		r.byKey[cr.Name] = cr.Revision
+		r.numbers = append(r.numbers, cr.Revision)
+		out[owner] = r
+	}
+	return out, nil
+}
+
+func ownedBy(refs []metav1.OwnerReference, kind, name string) bool {
+	return slices.ContainsFunc(refs, func(r metav1.OwnerReference) bool { return r.Kind == kind && r.Name == name })
+}
+
+func withoutKey(m map[string]string, key string) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		if k != key {
+			out[k] = v
+		}
+	}
+	return out
 }

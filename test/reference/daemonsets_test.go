@@ -24,7 +24,8 @@ import (
 // NoSchedule, one labelled, one cordoned), the test playing the scheduler (a pod is bound to the
 // node its affinity names) and the node (a bound pod runs, ready at once; a pod being deleted is
 // gone). After the DaemonSets are created, after a template change (RollingUpdate with
-// maxUnavailable, with maxSurge, and OnDelete) and after a node is tainted, each DaemonSet's
+// maxUnavailable, with maxSurge, and OnDelete), after a node is tainted, and after a pod fails
+// and a node loses the label a DaemonSet selects, each DaemonSet's
 // status, its ControllerRevisions' numbers and its pods per node (with the revision they are of,
 // the tolerations and node affinity the controller gave them) must be the same. Revision hashes
 // differ by design (each controller hashes the template its own way) and are shown as the
@@ -45,6 +46,7 @@ func TestDaemonSetsMatchReference(t *testing.T) {
 			{name: "changing the templates", act: changeDaemonSetTemplates, atRest: daemonSetsAtRest},
 			{name: stepTaint, act: deleteOnDeletePodAndTaint, atRest: daemonSetsAtRest},
 			{name: "annotating the DaemonSets", act: annotateDaemonSets, atRest: daemonSetsAtRest},
+			{name: "a pod failing and a node relabelled", act: failPodAndRelabel, atRest: daemonSetsAtRest},
 		},
 		outcomes: daemonSetOutcomes,
 		tolerate: func(step, key, ref, got string) string {
@@ -189,6 +191,27 @@ func deleteOnDeletePodAndTaint(ctx context.Context, c *client.Client, ns string)
 	return modify(ctx, client.Resource[*corev1.Node](c, "nodes"), nodeCordoned, func(n *corev1.Node) {
 		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "maintenance", Effect: corev1.TaintEffectNoSchedule})
 	})
+}
+
+// failPodAndRelabel fails the tolerant DaemonSet's pod on the tainted node (it is replaced)
+// and takes the disk label off the labelled node (the nodeSelector's pod goes, the NotIn
+// affinity's comes).
+func failPodAndRelabel(ctx context.Context, c *client.Client, ns string) error {
+	pods := client.Resource[*corev1.Pod](c, "pods").Namespace(ns)
+	l, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "app=tolerant"})
+	if err != nil {
+		return err
+	}
+	for _, p := range l.Items {
+		if p.Spec.NodeName == nodeTainted {
+			p.Status.Phase = corev1.PodFailed
+			p.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}
+			if _, err := pods.UpdateStatus(ctx, p); err != nil {
+				return err
+			}
+		}
+	}
+	return modify(ctx, client.Resource[*corev1.Node](c, "nodes"), nodeLabelled, func(n *corev1.Node) { delete(n.Labels, "disk") })
 }
 
 // annotateDaemonSets touches every DaemonSet, which makes both controllers sync them.

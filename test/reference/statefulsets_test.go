@@ -22,8 +22,8 @@ import (
 // controller and then kplane's on the same StatefulSets (OrderedReady and Parallel with
 // volumeClaimTemplates and claim retention policies both ways, a RollingUpdate with a partition, OnDelete),
 // the test playing the node (a pod runs, ready at once; a pod being deleted is gone). After the
-// sets are created, after scaling two of them down 3→1 and changing the others' templates, and
-// after deleting an OnDelete pod, each StatefulSet's status (revisions shown by number), its
+// sets are created, after scaling three of them down 3→1 and changing the others' templates,
+// after deleting an OnDelete pod and after pods fail, each StatefulSet's status (revisions shown by number), its
 // ControllerRevisions' numbers, its pods (names, ordinal labels, revision) and its claims
 // (names, owners by kind and name) must be the same.
 //
@@ -41,6 +41,7 @@ func TestStatefulSetsMatchReference(t *testing.T) {
 			{name: "creating the StatefulSets", act: createStatefulSets, atRest: statefulSetsAtRest},
 			{name: "scaling down and changing templates", act: scaleAndChangeStatefulSets, atRest: statefulSetsAtRest},
 			{name: "deleting an OnDelete pod", act: deleteOnDeleteStatefulPod, atRest: statefulSetsAtRest},
+			{name: "pods failing", act: failStatefulPods, atRest: statefulSetsAtRest},
 		},
 		outcomes: statefulSetOutcomes,
 		retire:   deleteAll[*appsv1.StatefulSet]("statefulsets"),
@@ -118,6 +119,23 @@ func scaleAndChangeStatefulSets(ctx context.Context, c *client.Client, ns string
 
 func deleteOnDeleteStatefulPod(ctx context.Context, c *client.Client, ns string) error {
 	return client.Resource[*corev1.Pod](c, "pods").Namespace(ns).Delete(ctx, "ondelete-0", metav1.DeleteOptions{})
+}
+
+// failStatefulPods fails a pod of the OrderedReady set and one the partition keeps at the old
+// revision: both are replaced, the latter still at its old revision.
+func failStatefulPods(ctx context.Context, c *client.Client, ns string) error {
+	pods := client.Resource[*corev1.Pod](c, "pods").Namespace(ns)
+	for _, name := range []string{"ordered-0", "partition-1"} {
+		p, err := pods.Get(ctx, name)
+		if err != nil {
+			return err
+		}
+		p.Status.Phase = corev1.PodFailed
+		if _, err := pods.UpdateStatus(ctx, p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // unscheduledNode plays the node without binding: a pod runs and is ready at once, a pod being

@@ -86,27 +86,11 @@ const (
 // fixture and requires the Endpoints and EndpointSlices they converge to to be the same, up to
 // the normalisation described at snapshot and compare.
 func TestControllersMatchReference(t *testing.T) {
-	refKCM := os.Getenv("KPLANE_REFERENCE_KCM")
-	if refKCM == "" {
-		t.Skip("KPLANE_REFERENCE_KCM does not name a reference kube-controller-manager binary; this differential test needs one")
-	}
-	if _, err := os.Stat(refKCM); err != nil {
-		t.Fatalf("KPLANE_REFERENCE_KCM: %v", err)
-	}
-	bin := buildKplane(t)
-	logDir := keptLogDir(t)
-	kubeconfig := startAPIServer(t, bin, logDir)
-	c, err := client.FromKubeconfig(kubeconfig, -1, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fx := createFixture(t, c)
-
-	cmArgs := []string{"--kubeconfig", kubeconfig, "--controllers", "endpoint,endpointslice",
-		"--leader-elect=false", "--secure-port", "0"}
-	ref := runUntilConverged(t, c, fx, logDir, "reference", exec.Command(refKCM, append(cmArgs, "--v", "2")...))
-	clearControllerOutput(t, c)
-	got := runUntilConverged(t, c, fx, logDir, "kplane", exec.Command(bin, append([]string{"controller-manager"}, cmArgs...)...))
+	e := newEnv(t)
+	fx := createFixture(t, e.c)
+	ref := runUntilConverged(t, e.c, fx, e.logDir, "reference", e.referenceCommand("endpoint,endpointslice"))
+	clearControllerOutput(t, e.c)
+	got := runUntilConverged(t, e.c, fx, e.logDir, "kplane", e.kplaneCommand("endpoint,endpointslice"))
 
 	diffs, tolerated := compare(ref, got)
 	for _, d := range tolerated {
@@ -120,6 +104,53 @@ func TestControllersMatchReference(t *testing.T) {
 
 // ---------------------------------------------------------------------------------------------
 // Processes
+
+// env is what each test runs in: a kplane apiserver and the two controller managers' binaries.
+type env struct {
+	refKCM, bin, logDir, kubeconfig string
+	c                               *client.Client
+}
+
+// newEnv builds kplane and starts its apiserver; the test is skipped without a reference
+// kube-controller-manager.
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{refKCM: referenceKCM(t), bin: buildKplane(t), logDir: keptLogDir(t)}
+	e.kubeconfig = startAPIServer(t, e.bin, e.logDir)
+	var err error
+	if e.c, err = client.FromKubeconfig(e.kubeconfig, -1, 0); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *env) args(controllers string) []string {
+	return []string{"--kubeconfig", e.kubeconfig, "--controllers", controllers, "--leader-elect=false", "--secure-port", "0"}
+}
+
+// referenceCommand runs the reference controller manager with only the controllers named.
+func (e *env) referenceCommand(controllers string) *exec.Cmd {
+	return exec.Command(e.refKCM, append(e.args(controllers), "--v", "2")...)
+}
+
+// kplaneCommand runs kplane's controller manager with only the controllers named.
+func (e *env) kplaneCommand(controllers string) *exec.Cmd {
+	return exec.Command(e.bin, append([]string{"controller-manager"}, e.args(controllers)...)...)
+}
+
+// referenceKCM is the reference kube-controller-manager KPLANE_REFERENCE_KCM names; the test is
+// skipped without one.
+func referenceKCM(t *testing.T) string {
+	t.Helper()
+	refKCM := os.Getenv("KPLANE_REFERENCE_KCM")
+	if refKCM == "" {
+		t.Skip("KPLANE_REFERENCE_KCM does not name a reference kube-controller-manager binary; this differential test needs one")
+	}
+	if _, err := os.Stat(refKCM); err != nil {
+		t.Fatalf("KPLANE_REFERENCE_KCM: %v", err)
+	}
+	return refKCM
+}
 
 func buildKplane(t *testing.T) string {
 	t.Helper()

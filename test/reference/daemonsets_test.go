@@ -5,12 +5,10 @@ package reference
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -33,14 +31,10 @@ import (
 //
 //	KPLANE_REFERENCE_KCM=/path/to/kube-controller-manager go test -count=1 -v -run TestDaemonSetsMatchReference ./test/reference/
 func TestDaemonSetsMatchReference(t *testing.T) {
-	refKCM := os.Getenv("KPLANE_REFERENCE_KCM")
-	if refKCM == "" {
-		t.Skip("KPLANE_REFERENCE_KCM does not name a reference kube-controller-manager binary; this differential test needs one")
-	}
-	runDifferential(t, refKCM, scenario{
+	runDifferential(t, scenario{
 		prefix:      "ds",
 		controllers: "daemonset",
-		node:        scheduledNode,
+		node:        playNode(true),
 		steps: []step{
 			{name: "creating the DaemonSets", act: createDaemonSets, atRest: daemonSetsAtRest},
 			{name: "changing the templates", act: changeDaemonSetTemplates, atRest: daemonSetsAtRest},
@@ -176,17 +170,12 @@ func changeDaemonSetTemplates(ctx context.Context, c *client.Client, ns string) 
 // replacement is of the new template) and taints the cordoned node NoSchedule (the pods there
 // that do not tolerate it stay, misscheduled).
 func deleteOnDeletePodAndTaint(ctx context.Context, c *client.Client, ns string) error {
-	pods := client.Resource[*corev1.Pod](c, "pods").Namespace(ns)
-	l, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "app=ondelete"})
+	p, err := daemonPodOn(ctx, c, ns, "ondelete", nodeLabelled)
 	if err != nil {
 		return err
 	}
-	for _, p := range l.Items {
-		if p.Spec.NodeName == nodeLabelled {
-			if err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
-				return err
-			}
-		}
+	if err := client.Resource[*corev1.Pod](c, "pods").Namespace(ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+		return err
 	}
 	return modify(ctx, client.Resource[*corev1.Node](c, "nodes"), nodeCordoned, func(n *corev1.Node) {
 		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "maintenance", Effect: corev1.TaintEffectNoSchedule})
@@ -197,21 +186,30 @@ func deleteOnDeletePodAndTaint(ctx context.Context, c *client.Client, ns string)
 // and takes the disk label off the labelled node (the nodeSelector's pod goes, the NotIn
 // affinity's comes).
 func failPodAndRelabel(ctx context.Context, c *client.Client, ns string) error {
-	pods := client.Resource[*corev1.Pod](c, "pods").Namespace(ns)
-	l, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "app=tolerant"})
+	p, err := daemonPodOn(ctx, c, ns, "tolerant", nodeTainted)
 	if err != nil {
 		return err
 	}
-	for _, p := range l.Items {
-		if p.Spec.NodeName == nodeTainted {
-			p.Status.Phase = corev1.PodFailed
-			p.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}
-			if _, err := pods.UpdateStatus(ctx, p); err != nil {
-				return err
-			}
-		}
+	p.Status.Phase = corev1.PodFailed
+	p.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}
+	if _, err := client.Resource[*corev1.Pod](c, "pods").Namespace(ns).UpdateStatus(ctx, p); err != nil {
+		return err
 	}
 	return modify(ctx, client.Resource[*corev1.Node](c, "nodes"), nodeLabelled, func(n *corev1.Node) { delete(n.Labels, "disk") })
+}
+
+// daemonPodOn returns the pod of the DaemonSet of app on node.
+func daemonPodOn(ctx context.Context, c *client.Client, ns, app, node string) (*corev1.Pod, error) {
+	l, err := client.Resource[*corev1.Pod](c, "pods").Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range l.Items {
+		if p.Spec.NodeName == node {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("no pod of %s on %s", app, node)
 }
 
 // annotateDaemonSets touches every DaemonSet, which makes both controllers sync them.
@@ -230,59 +228,16 @@ func annotateDaemonSets(ctx context.Context, c *client.Client, ns string) error 
 	return nil
 }
 
-// scheduledNode plays the scheduler and the node: a pod whose required node affinity names
-// one node is bound there, a bound pod runs and is ready, a pod being deleted is gone.
-func scheduledNode(ctx context.Context, pods *client.Typed[*corev1.Pod]) cache.Handler[*corev1.Pod] {
-	play := func(p *corev1.Pod) {
-		switch {
-		case p.DeletionTimestamp != nil:
-			reapDeleted(ctx, pods, p)
-		case p.Spec.NodeName == "":
-			if node := affinityNode(p); node != "" {
-				_ = pods.CreateSubresource(ctx, p.Name, "binding", &corev1.Binding{
-					ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
-					Target:     corev1.ObjectReference{Kind: "Node", Name: node}}, nil)
-			}
-		case p.Status.Phase == "" || p.Status.Phase == corev1.PodPending:
-			_, _ = pods.UpdateStatus(ctx, runningAndReady(p))
-		}
-	}
-	return cache.Handler[*corev1.Pod]{
-		OnAdd:    func(p *corev1.Pod, _ bool) { play(p) },
-		OnUpdate: func(_, p *corev1.Pod) { play(p) },
-	}
-}
-
-// affinityNode is the one node a pod's required node affinity names by metadata.name.
-func affinityNode(p *corev1.Pod) string {
-	a := p.Spec.Affinity
-	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
-		return ""
-	}
-	for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
-		for _, f := range term.MatchFields {
-			if f.Key == "metadata.name" && f.Operator == corev1.NodeSelectorOpIn && len(f.Values) == 1 {
-				return f.Values[0]
-			}
-		}
-	}
-	return ""
-}
-
 // daemonSetsAtRest: each DaemonSet's status is of its generation and, unless it updates on
 // delete, every node it should run on has one available pod of the new template; no pod is
 // being deleted.
 func daemonSetsAtRest(ctx context.Context, c *client.Client, ns string) ([]string, error) {
-	l, err := client.Resource[*appsv1.DaemonSet](c, "daemonsets").Namespace(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	pl, err := client.Resource[*corev1.Pod](c, "pods").Namespace(ns).List(ctx, metav1.ListOptions{})
+	l, pl, err := listWithPods[*appsv1.DaemonSet](ctx, c, "daemonsets", ns)
 	if err != nil {
 		return nil, err
 	}
 	var moving []string
-	for _, d := range l.Items {
+	for _, d := range l {
 		st := d.Status
 		done := st.ObservedGeneration == d.Generation && st.NumberAvailable == st.DesiredNumberScheduled
 		if d.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType {
@@ -292,21 +247,12 @@ func daemonSetsAtRest(ctx context.Context, c *client.Client, ns string) ([]strin
 			moving = append(moving, d.Name)
 		}
 	}
-	for _, p := range pl.Items {
-		if p.DeletionTimestamp != nil || p.Spec.NodeName == "" {
-			moving = append(moving, "pod "+p.Name)
-		}
-	}
-	return moving, nil
+	return append(moving, unsettledPods(pl, func(p *corev1.Pod) bool { return p.Spec.NodeName == "" })...), nil
 }
 
 // daemonSetOutcomes renders each DaemonSet's status, revisions and pods.
 func daemonSetOutcomes(ctx context.Context, c *client.Client, ns string) (map[string]string, error) {
-	l, err := client.Resource[*appsv1.DaemonSet](c, "daemonsets").Namespace(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	pl, err := client.Resource[*corev1.Pod](c, "pods").Namespace(ns).List(ctx, metav1.ListOptions{})
+	l, pl, err := listWithPods[*appsv1.DaemonSet](ctx, c, "daemonsets", ns)
 	if err != nil {
 		return nil, err
 	}
@@ -315,14 +261,14 @@ func daemonSetOutcomes(ctx context.Context, c *client.Client, ns string) (map[st
 		return nil, err
 	}
 	out := map[string]string{}
-	for _, d := range l.Items {
+	for _, d := range l {
 		st := d.Status
 		h := revs[d.Name]
 		out["daemonset "+d.Name] = fmt.Sprintf("desired=%d current=%d ready=%d updated=%d available=%d unavailable=%d misscheduled=%d observedGeneration=%d/%d collisionCount=%d conditions=%d revisions=%s",
 			st.DesiredNumberScheduled, st.CurrentNumberScheduled, st.NumberReady, st.UpdatedNumberScheduled, st.NumberAvailable,
 			st.NumberUnavailable, st.NumberMisscheduled, st.ObservedGeneration, d.Generation, deref(st.CollisionCount), len(st.Conditions), h)
 		var pods []string
-		for _, p := range pl.Items {
+		for _, p := range pl {
 			if !ownedBy(p.OwnerReferences, "DaemonSet", d.Name) {
 				continue
 			}

@@ -5,7 +5,6 @@ package reference
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 
 	"github.com/kplane/kplane/client"
@@ -33,11 +32,7 @@ import (
 //
 //	KPLANE_REFERENCE_KCM=/path/to/kube-controller-manager go test -count=1 -v -run TestDisruptionMatchesReference ./test/reference/
 func TestDisruptionMatchesReference(t *testing.T) {
-	refKCM := os.Getenv("KPLANE_REFERENCE_KCM")
-	if refKCM == "" {
-		t.Skip("KPLANE_REFERENCE_KCM does not name a reference kube-controller-manager binary; this differential test needs one")
-	}
-	runDifferential(t, refKCM, scenario{
+	runDifferential(t, scenario{
 		prefix:      "pdb",
 		controllers: "disruption",
 		steps: []step{
@@ -200,12 +195,12 @@ func readyAgain(ctx context.Context, c *client.Client, ns string) error {
 // generation (or, its sync having failed, the SyncFailed reason, which keeps the generation
 // it had).
 func budgetsAtRest(ctx context.Context, c *client.Client, ns string) ([]string, error) {
-	l, err := client.Resource[*policyv1.PodDisruptionBudget](c, "poddisruptionbudgets").Namespace(ns).List(ctx, metav1.ListOptions{})
+	l, err := list[*policyv1.PodDisruptionBudget](ctx, c, "poddisruptionbudgets", ns)
 	if err != nil {
 		return nil, err
 	}
 	var moving []string
-	for _, p := range l.Items {
+	for _, p := range l {
 		cond := findCondition(p.Status.Conditions, policyv1.DisruptionAllowedCondition)
 		if cond == nil || p.Status.ObservedGeneration != p.Generation && cond.Reason != policyv1.SyncFailedReason {
 			moving = append(moving, p.Name)
@@ -225,12 +220,12 @@ func findCondition(conds []metav1.Condition, typ string) *metav1.Condition {
 
 // budgetOutcomes renders each budget's status (times left out).
 func budgetOutcomes(ctx context.Context, c *client.Client, ns string) (map[string]string, error) {
-	l, err := client.Resource[*policyv1.PodDisruptionBudget](c, "poddisruptionbudgets").Namespace(ns).List(ctx, metav1.ListOptions{})
+	l, err := list[*policyv1.PodDisruptionBudget](ctx, c, "poddisruptionbudgets", ns)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]string{}
-	for _, p := range l.Items {
+	for _, p := range l {
 		st := p.Status
 		var conds []string
 		for _, cond := range st.Conditions {

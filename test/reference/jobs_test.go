@@ -5,7 +5,6 @@ package reference
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -25,11 +24,7 @@ import (
 //
 //	KPLANE_REFERENCE_KCM=/path/to/kube-controller-manager go test -count=1 -v -run TestJobsMatchReference ./test/reference/
 func TestJobsMatchReference(t *testing.T) {
-	refKCM := os.Getenv("KPLANE_REFERENCE_KCM")
-	if refKCM == "" {
-		t.Skip("KPLANE_REFERENCE_KCM does not name a reference kube-controller-manager binary; this differential test needs one")
-	}
-	runDifferential(t, refKCM, scenario{
+	runDifferential(t, scenario{
 		prefix:      "jobs",
 		controllers: "job",
 		node:        jobNode,
@@ -122,12 +117,12 @@ func jobNode(ctx context.Context, pods *client.Typed[*corev1.Pod]) cache.Handler
 // jobsAtRest: every Job but the suspended one has Complete or Failed, and the suspended one
 // says so.
 func jobsAtRest(ctx context.Context, c *client.Client, ns string) ([]string, error) {
-	l, err := client.Resource[*batchv1.Job](c, "jobs").Namespace(ns).List(ctx, metav1.ListOptions{})
+	l, err := list[*batchv1.Job](ctx, c, "jobs", ns)
 	if err != nil {
 		return nil, err
 	}
 	var moving []string
-	for _, j := range l.Items {
+	for _, j := range l {
 		if !slices.ContainsFunc(j.Status.Conditions, func(cond batchv1.JobCondition) bool {
 			return cond.Status == corev1.ConditionTrue && (cond.Type == batchv1.JobComplete || cond.Type == batchv1.JobFailed || cond.Type == batchv1.JobSuspended)
 		}) {
@@ -140,28 +135,24 @@ func jobsAtRest(ctx context.Context, c *client.Client, ns string) ([]string, err
 // jobOutcomes renders each Job's end state without what differs between runs by nature:
 // times, names of pods (masked in messages), UIDs.
 func jobOutcomes(ctx context.Context, c *client.Client, ns string) (map[string]string, error) {
-	l, err := client.Resource[*batchv1.Job](c, "jobs").Namespace(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	pl, err := client.Resource[*corev1.Pod](c, "pods").Namespace(ns).List(ctx, metav1.ListOptions{})
+	l, pl, err := listWithPods[*batchv1.Job](ctx, c, "jobs", ns)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]string{}
-	for _, j := range l.Items {
+	for _, j := range l {
 		st := j.Status
 		var conds []string
 		for _, cond := range st.Conditions {
 			msg := cond.Message
-			for _, p := range pl.Items {
+			for _, p := range pl {
 				msg = strings.ReplaceAll(msg, p.Name, "<pod>")
 			}
 			conds = append(conds, fmt.Sprintf("%s=%s(%s: %s)", cond.Type, cond.Status, cond.Reason, strings.ReplaceAll(msg, ns, "<ns>")))
 		}
 		phases := map[string]int{}
 		tracked := 0
-		for _, p := range pl.Items {
+		for _, p := range pl {
 			if p.Labels[batchv1.JobNameLabel] != j.Name {
 				continue
 			}

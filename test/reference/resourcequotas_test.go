@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,11 +29,7 @@ import (
 //
 //	KPLANE_REFERENCE_KCM=/path/to/kube-controller-manager go test -count=1 -v -run TestResourceQuotasMatchReference ./test/reference/
 func TestResourceQuotasMatchReference(t *testing.T) {
-	refKCM := os.Getenv("KPLANE_REFERENCE_KCM")
-	if refKCM == "" {
-		t.Skip("KPLANE_REFERENCE_KCM does not name a reference kube-controller-manager binary; this differential test needs one")
-	}
-	runDifferential(t, refKCM, scenario{
+	runDifferential(t, scenario{
 		prefix:      "quota",
 		controllers: "resourcequota",
 		steps: []step{
@@ -214,12 +209,12 @@ func changeQuotaSpec(ctx context.Context, c *client.Client, ns string) error {
 
 // quotasAtRest: each quota's status has the resources of its spec, all with a usage.
 func quotasAtRest(ctx context.Context, c *client.Client, ns string) ([]string, error) {
-	l, err := client.Resource[*corev1.ResourceQuota](c, "resourcequotas").Namespace(ns).List(ctx, metav1.ListOptions{})
+	l, err := list[*corev1.ResourceQuota](ctx, c, "resourcequotas", ns)
 	if err != nil {
 		return nil, err
 	}
 	var moving []string
-	for _, rq := range l.Items {
+	for _, rq := range l {
 		done := len(rq.Status.Hard) == len(rq.Spec.Hard) && len(rq.Status.Used) == len(rq.Spec.Hard)
 		for name, q := range rq.Spec.Hard {
 			h, ok := rq.Status.Hard[name]
@@ -238,12 +233,12 @@ func quotasAtRest(ctx context.Context, c *client.Client, ns string) ([]string, e
 // reference sums pods in its informer's order, a map's, so one reference run may write
 // 4684354560 where the next writes 4574565Ki; kplane's too may pick either.
 func quotaOutcomes(ctx context.Context, c *client.Client, ns string) (map[string]string, error) {
-	l, err := client.Resource[*corev1.ResourceQuota](c, "resourcequotas").Namespace(ns).List(ctx, metav1.ListOptions{})
+	l, err := list[*corev1.ResourceQuota](ctx, c, "resourcequotas", ns)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]string{}
-	for _, rq := range l.Items {
+	for _, rq := range l {
 		out["quota "+rq.Name] = fmt.Sprintf("hard=%s used=%s", resourceString(rq.Status.Hard), resourceString(rq.Status.Used))
 	}
 	return out, nil

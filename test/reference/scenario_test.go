@@ -60,21 +60,15 @@ type step struct {
 // stepTimeout bounds the wait for one step to come to rest.
 const stepTimeout = 90 * time.Second
 
-// runDifferential runs sc with the reference controller manager at refKCM and then with
-// kplane's, against one kplane apiserver, and reports the differences of each step's outcomes
-// (with KPLANE_REFERENCE_SHOW set, it also logs the reference's outcomes).
-func runDifferential(t *testing.T, refKCM string, sc scenario) {
+// runDifferential runs sc with the reference controller manager KPLANE_REFERENCE_KCM names
+// (skipping the test without one) and then with kplane's, against one kplane apiserver, and
+// reports the differences of each step's outcomes (with KPLANE_REFERENCE_SHOW set, it also logs
+// the reference's outcomes).
+func runDifferential(t *testing.T, sc scenario) {
 	t.Helper()
-	bin := buildKplane(t)
-	logDir := keptLogDir(t)
-	kubeconfig := startAPIServer(t, bin, logDir)
-	c, err := client.FromKubeconfig(kubeconfig, -1, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := []string{"--kubeconfig", kubeconfig, "--controllers", sc.controllers, "--leader-elect=false", "--secure-port", "0"}
-	ref := runScenario(t, c, logDir, "reference", exec.Command(refKCM, append(args, "--v", "2")...), sc)
-	got := runScenario(t, c, logDir, "kplane", exec.Command(bin, append([]string{"controller-manager"}, args...)...), sc)
+	e := newEnv(t)
+	ref := runScenario(t, e.c, e.logDir, "reference", e.referenceCommand(sc.controllers), sc)
+	got := runScenario(t, e.c, e.logDir, "kplane", e.kplaneCommand(sc.controllers), sc)
 	var diffs []string
 	for i, st := range sc.steps {
 		if os.Getenv("KPLANE_REFERENCE_SHOW") != "" {
@@ -204,6 +198,48 @@ func runningAndReady(p *corev1.Pod) *corev1.Pod {
 	return p
 }
 
+// playNode plays the node for a controller's pods: a pod runs and is ready at once, a pod
+// being deleted is gone. With bind, it plays the scheduler first: a pod whose required node
+// affinity names one node is bound there, and only a bound pod runs.
+func playNode(bind bool) func(ctx context.Context, pods *client.Typed[*corev1.Pod]) cache.Handler[*corev1.Pod] {
+	return func(ctx context.Context, pods *client.Typed[*corev1.Pod]) cache.Handler[*corev1.Pod] {
+		play := func(p *corev1.Pod) {
+			switch {
+			case p.DeletionTimestamp != nil:
+				reapDeleted(ctx, pods, p)
+			case bind && p.Spec.NodeName == "":
+				if node := affinityNode(p); node != "" {
+					_ = pods.CreateSubresource(ctx, p.Name, "binding", &corev1.Binding{
+						ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
+						Target:     corev1.ObjectReference{Kind: "Node", Name: node}}, nil)
+				}
+			case p.Status.Phase == "" || p.Status.Phase == corev1.PodPending:
+				_, _ = pods.UpdateStatus(ctx, runningAndReady(p))
+			}
+		}
+		return cache.Handler[*corev1.Pod]{
+			OnAdd:    func(p *corev1.Pod, _ bool) { play(p) },
+			OnUpdate: func(_, p *corev1.Pod) { play(p) },
+		}
+	}
+}
+
+// affinityNode is the one node a pod's required node affinity names by metadata.name.
+func affinityNode(p *corev1.Pod) string {
+	a := p.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return ""
+	}
+	for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, f := range term.MatchFields {
+			if f.Key == "metadata.name" && f.Operator == corev1.NodeSelectorOpIn && len(f.Values) == 1 {
+				return f.Values[0]
+			}
+		}
+	}
+	return ""
+}
+
 // reapDeleted is the kubelet's part for a pod being deleted: its containers stop at once
 // (grace 0); a finalizer, if any, keeps it until the controller lets it go.
 func reapDeleted(ctx context.Context, pods *client.Typed[*corev1.Pod], p *corev1.Pod) {
@@ -219,6 +255,37 @@ func sortedCounts(counts map[string]int) string {
 		ps = append(ps, fmt.Sprintf("%s:%d", k, counts[k]))
 	}
 	return strings.Join(ps, " ")
+}
+
+// list returns the objects of a resource in the namespace.
+func list[T client.Object](ctx context.Context, c *client.Client, resource, ns string) ([]T, error) {
+	l, err := client.Resource[T](c, resource).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+// listWithPods returns the objects of a resource in the namespace, and its pods.
+func listWithPods[T client.Object](ctx context.Context, c *client.Client, resource, ns string) ([]T, []*corev1.Pod, error) {
+	objs, err := list[T](ctx, c, resource, ns)
+	if err != nil {
+		return nil, nil, err
+	}
+	pods, err := list[*corev1.Pod](ctx, c, "pods", ns)
+	return objs, pods, err
+}
+
+// unsettledPods names the pods being deleted, and those pending says are not settled either
+// (nil: none).
+func unsettledPods(pods []*corev1.Pod, pending func(*corev1.Pod) bool) []string {
+	var out []string
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil || pending != nil && pending(p) {
+			out = append(out, "pod "+p.Name)
+		}
+	}
+	return out
 }
 
 // modify gets an object, changes it and writes it back, again on a conflict.
@@ -239,12 +306,12 @@ func modify[T client.Object](ctx context.Context, api *client.Typed[T], name str
 // namespace, leaving what they own (no garbage collector runs).
 func deleteAll[T client.Object](resource string) func(ctx context.Context, c *client.Client, ns string) error {
 	return func(ctx context.Context, c *client.Client, ns string) error {
-		api := client.Resource[T](c, resource).Namespace(ns)
-		l, err := api.List(ctx, metav1.ListOptions{})
+		objs, err := list[T](ctx, c, resource, ns)
 		if err != nil {
 			return err
 		}
-		for _, obj := range l.Items {
+		api := client.Resource[T](c, resource).Namespace(ns)
+		for _, obj := range objs {
 			if err := api.Delete(ctx, obj.GetName(), metav1.DeleteOptions{}); err != nil && !client.IsNotFound(err) {
 				return err
 			}
@@ -288,12 +355,12 @@ func (r revisions) String() string {
 
 // revisionsByOwner returns the namespace's ControllerRevisions by the name of their owner.
 func revisionsByOwner(ctx context.Context, c *client.Client, ns string) (map[string]revisions, error) {
-	l, err := client.Resource[*appsv1.ControllerRevision](c, "controllerrevisions").Namespace(ns).List(ctx, metav1.ListOptions{})
+	l, err := list[*appsv1.ControllerRevision](ctx, c, "controllerrevisions", ns)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]revisions{}
-	for _, cr := range l.Items {
+	for _, cr := range l {
 		owner := "<no owner>"
 		if ref := metav1.GetControllerOf(cr); ref != nil {
 			owner = ref.Name

@@ -5,12 +5,10 @@ package reference
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -29,14 +27,10 @@ import (
 //
 //	KPLANE_REFERENCE_KCM=/path/to/kube-controller-manager go test -count=1 -v -run TestStatefulSetsMatchReference ./test/reference/
 func TestStatefulSetsMatchReference(t *testing.T) {
-	refKCM := os.Getenv("KPLANE_REFERENCE_KCM")
-	if refKCM == "" {
-		t.Skip("KPLANE_REFERENCE_KCM does not name a reference kube-controller-manager binary; this differential test needs one")
-	}
-	runDifferential(t, refKCM, scenario{
+	runDifferential(t, scenario{
 		prefix:      "sts",
 		controllers: "statefulset",
-		node:        unscheduledNode,
+		node:        playNode(false),
 		steps: []step{
 			{name: "creating the StatefulSets", act: createStatefulSets, atRest: statefulSetsAtRest},
 			{name: "scaling down and changing templates", act: scaleAndChangeStatefulSets, atRest: statefulSetsAtRest},
@@ -138,37 +132,16 @@ func failStatefulPods(ctx context.Context, c *client.Client, ns string) error {
 	return nil
 }
 
-// unscheduledNode plays the node without binding: a pod runs and is ready at once, a pod being
-// deleted is gone.
-func unscheduledNode(ctx context.Context, pods *client.Typed[*corev1.Pod]) cache.Handler[*corev1.Pod] {
-	play := func(p *corev1.Pod) {
-		switch {
-		case p.DeletionTimestamp != nil:
-			reapDeleted(ctx, pods, p)
-		case p.Status.Phase == "" || p.Status.Phase == corev1.PodPending:
-			_, _ = pods.UpdateStatus(ctx, runningAndReady(p))
-		}
-	}
-	return cache.Handler[*corev1.Pod]{
-		OnAdd:    func(p *corev1.Pod, _ bool) { play(p) },
-		OnUpdate: func(_, p *corev1.Pod) { play(p) },
-	}
-}
-
 // statefulSetsAtRest: each StatefulSet's status is of its generation, all its replicas are
 // ready and, for a RollingUpdate, as many are updated as its partition allows (all, when there
 // is one revision); no pod is being deleted.
 func statefulSetsAtRest(ctx context.Context, c *client.Client, ns string) ([]string, error) {
-	l, err := client.Resource[*appsv1.StatefulSet](c, "statefulsets").Namespace(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	pl, err := client.Resource[*corev1.Pod](c, "pods").Namespace(ns).List(ctx, metav1.ListOptions{})
+	l, pl, err := listWithPods[*appsv1.StatefulSet](ctx, c, "statefulsets", ns)
 	if err != nil {
 		return nil, err
 	}
 	var moving []string
-	for _, s := range l.Items {
+	for _, s := range l {
 		st, want := s.Status, *s.Spec.Replicas
 		done := st.ObservedGeneration == s.Generation && st.Replicas == want && st.ReadyReplicas == want && st.AvailableReplicas == want
 		if ru := s.Spec.UpdateStrategy; ru.Type == appsv1.RollingUpdateStatefulSetStrategyType {
@@ -182,25 +155,16 @@ func statefulSetsAtRest(ctx context.Context, c *client.Client, ns string) ([]str
 			moving = append(moving, s.Name)
 		}
 	}
-	for _, p := range pl.Items {
-		if p.DeletionTimestamp != nil {
-			moving = append(moving, "pod "+p.Name)
-		}
-	}
-	return moving, nil
+	return append(moving, unsettledPods(pl, nil)...), nil
 }
 
 // statefulSetOutcomes renders each StatefulSet's status, revisions, pods and claims.
 func statefulSetOutcomes(ctx context.Context, c *client.Client, ns string) (map[string]string, error) {
-	l, err := client.Resource[*appsv1.StatefulSet](c, "statefulsets").Namespace(ns).List(ctx, metav1.ListOptions{})
+	l, pl, err := listWithPods[*appsv1.StatefulSet](ctx, c, "statefulsets", ns)
 	if err != nil {
 		return nil, err
 	}
-	pl, err := client.Resource[*corev1.Pod](c, "pods").Namespace(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	cl, err := client.Resource[*corev1.PersistentVolumeClaim](c, "persistentvolumeclaims").Namespace(ns).List(ctx, metav1.ListOptions{})
+	cl, err := list[*corev1.PersistentVolumeClaim](ctx, c, "persistentvolumeclaims", ns)
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +173,7 @@ func statefulSetOutcomes(ctx context.Context, c *client.Client, ns string) (map[
 		return nil, err
 	}
 	out := map[string]string{}
-	for _, s := range l.Items {
+	for _, s := range l {
 		st := s.Status
 		h := revs[s.Name]
 		var conds []string
@@ -220,7 +184,7 @@ func statefulSetOutcomes(ctx context.Context, c *client.Client, ns string) (map[
 			st.Replicas, st.ReadyReplicas, st.CurrentReplicas, st.UpdatedReplicas, st.AvailableReplicas,
 			h.number(st.CurrentRevision), h.number(st.UpdateRevision),
 			st.ObservedGeneration, s.Generation, deref(st.CollisionCount), conds, h)
-		for _, p := range pl.Items {
+		for _, p := range pl {
 			if !ownedBy(p.OwnerReferences, "StatefulSet", s.Name) {
 				continue
 			}
@@ -229,7 +193,7 @@ func statefulSetOutcomes(ctx context.Context, c *client.Client, ns string) (map[
 				mustJSON(withoutKey(p.Labels, appsv1.ControllerRevisionHashLabelKey)), p.Spec.Hostname, p.Spec.Subdomain)
 		}
 	}
-	for _, pvc := range cl.Items {
+	for _, pvc := range cl {
 		var owners []string
 		for _, o := range pvc.OwnerReferences {
 			owners = append(owners, fmt.Sprintf("%s/%s(controller=%v,blockOwnerDeletion=%v)", o.Kind, o.Name, deref(o.Controller), deref(o.BlockOwnerDeletion)))

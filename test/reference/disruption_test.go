@@ -21,10 +21,11 @@ import (
 // percentage, maxUnavailable as both, unhealthyPodEvictionPolicy AlwaysAllow, one selecting
 // no pods, two over pods without a controller, one over a pod whose controller does not exist)
 // over pods of ReplicaSets the test created (no replicaset controller runs: the pods are the
-// test's, owned by them), made ready or not by the test. After creation, after pods turn
-// unready and a budget's spec changes, after ReplicaSets are scaled up (their pods unchanged)
-// and after the pods are ready again, each budget's status must be the same: counts,
-// disruptions allowed, conditions with reason and message, observedGeneration.
+// test's, owned by them), of a ReplicaSet of a Deployment and of a StatefulSet, made ready or
+// not by the test. After creation, after pods turn unready, one is being deleted and a
+// budget's spec changes, after ReplicaSets are scaled up (their pods unchanged) and after the
+// pods are ready again, each budget's status must be the same: counts, disruptions allowed,
+// conditions with reason and message, observedGeneration.
 //
 // Each pod is selected by one budget at most: Kubernetes' controller, on a pod event, syncs
 // only one of the budgets selecting the pod (chosen arbitrarily), so with overlapping budgets
@@ -74,6 +75,8 @@ func budgetFixture() []*policyv1.PodDisruptionBudget {
 		pdb("unmanaged-count", "lonely", minAvailable(intstr.FromInt32(1))),
 		pdb("unmanaged-percent", "lonely", minAvailable(intstr.FromString("50%"))),
 		pdb("ghost", "ghost", maxUnavailable(intstr.FromInt32(1))),
+		pdb("deployed", "deployed", maxUnavailable(intstr.FromInt32(1))),
+		pdb("stateful", "stateful", minAvailable(intstr.FromString("50%"))),
 	}
 }
 
@@ -111,10 +114,45 @@ func createDisruptionFixture(ctx context.Context, c *client.Client, ns string) e
 			pods = append(pods, podSpec{fmt.Sprintf("%s-%d", app, i), app, owned("ReplicaSet", app, rs.UID), i < 3})
 		}
 	}
+	// Pods of a ReplicaSet of a Deployment (whose replicas, not the ReplicaSet's, count) and of
+	// a StatefulSet.
+	template := func(app string) corev1.PodTemplateSpec {
+		return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox"}}}}
+	}
+	selector := func(app string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}
+	}
+	d, err := client.Resource[*appsv1.Deployment](c, "deployments").Namespace(ns).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "deployed"},
+		Spec:       appsv1.DeploymentSpec{Replicas: new(int32(3)), Selector: selector("deployed"), Template: template("deployed")}})
+	if err != nil {
+		return err
+	}
+	rs, err := client.Resource[*appsv1.ReplicaSet](c, "replicasets").Namespace(ns).Create(ctx, &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "deployed-1", OwnerReferences: owned("Deployment", "deployed", d.UID)},
+		Spec:       appsv1.ReplicaSetSpec{Replicas: new(int32(5)), Selector: selector("deployed"), Template: template("deployed")}})
+	if err != nil {
+		return err
+	}
+	ss, err := client.Resource[*appsv1.StatefulSet](c, "statefulsets").Namespace(ns).Create(ctx, &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "stateful"},
+		Spec:       appsv1.StatefulSetSpec{Replicas: new(int32(4)), Selector: selector("stateful"), Template: template("stateful")}})
+	if err != nil {
+		return err
+	}
+	for i := range 3 {
+		pods = append(pods, podSpec{fmt.Sprintf("deployed-1-%d", i), "deployed", owned("ReplicaSet", "deployed-1", rs.UID), true},
+			podSpec{fmt.Sprintf("stateful-%d", i), "stateful", owned("StatefulSet", "stateful", ss.UID), i > 0})
+	}
 	api := client.Resource[*corev1.Pod](c, "pods").Namespace(ns)
 	for _, p := range pods {
-		created, err := api.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Labels: map[string]string{"app": p.app}, OwnerReferences: p.owners},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox"}}}})
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Labels: map[string]string{"app": p.app}, OwnerReferences: p.owners},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox"}}}}
+		if p.name == heldPod {
+			pod.Finalizers = []string{"reference.kplane.io/hold"}
+		}
+		created, err := api.Create(ctx, pod)
 		if err != nil {
 			return err
 		}
@@ -167,9 +205,15 @@ func unreadyAndChangeBudget(ctx context.Context, c *client.Client, ns string) er
 	if err := setPodsReady(ctx, c, ns, false, podsOfBudgets(0)...); err != nil {
 		return err
 	}
+	if err := client.Resource[*corev1.Pod](c, "pods").Namespace(ns).Delete(ctx, heldPod, metav1.DeleteOptions{}); err != nil {
+		return err
+	}
 	return modify(ctx, client.Resource[*policyv1.PodDisruptionBudget](c, "poddisruptionbudgets").Namespace(ns), "min-count",
 		func(p *policyv1.PodDisruptionBudget) { p.Spec.MinAvailable = new(intstr.FromInt32(3)) })
 }
+
+// heldPod has a finalizer: once deleted, it stays, being deleted (and so not healthy).
+const heldPod = "max-percent-1"
 
 // scaledUp are the ReplicaSets scaleUp scales from 4 to 6 (their pods unchanged). Neither
 // controller watches the scale it reads (Kubernetes' has listers of the controllers but no

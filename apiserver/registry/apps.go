@@ -196,25 +196,37 @@ func validateDeployment(d *appsv1.Deployment) field.ErrorList {
 var daemonSets = &Def[*appsv1.DaemonSet]{
 	Info: Info{GroupVersion: appsV1, Resource: "daemonsets", Singular: "daemonset", Kind: "DaemonSet",
 		ShortNames: []string{"ds"}, Categories: []string{"all"}, Namespaced: true, Status: true},
-	NewList: func() runtime.Object { return &appsv1.DaemonSetList{} },
-	Defaults: func(ds *appsv1.DaemonSet) {
-		us := &ds.Spec.UpdateStrategy
-		us.Type = or(us.Type, appsv1.RollingUpdateDaemonSetStrategyType)
-		if us.Type == appsv1.RollingUpdateDaemonSetStrategyType {
-			if us.RollingUpdate == nil {
-				us.RollingUpdate = &appsv1.RollingUpdateDaemonSet{}
-			}
-			if us.RollingUpdate.MaxUnavailable == nil {
-				us.RollingUpdate.MaxUnavailable = new(intstr.FromInt32(1))
-			}
-			if us.RollingUpdate.MaxSurge == nil {
-				us.RollingUpdate.MaxSurge = new(intstr.FromInt32(0))
+	NewList:  func() runtime.Object { return &appsv1.DaemonSetList{} },
+	Defaults: defaultDaemonSet,
+	// The template generation annotation counts the changes of the pod template, as
+	// Kubernetes' apiserver keeps it (its internal spec.templateGeneration, written out as this
+	// annotation): 1 on create unless the client set a greater one, then one more for each
+	// update that changes the template, whatever a client writes. The daemonset controller
+	// labels its pods with it.
+	Create: func(ds *appsv1.DaemonSet) {
+		if n, err := strconv.ParseInt(ds.Annotations[appsv1.DeprecatedTemplateGeneration], 10, 64); err != nil || n < 1 {
+			setTemplateGeneration(ds, 1)
+		}
+	},
+	KeepOnUpdate: func(ds, old *appsv1.DaemonSet) {
+		n, err := strconv.ParseInt(old.Annotations[appsv1.DeprecatedTemplateGeneration], 10, 64)
+		if err != nil || n < 1 {
+			n = 1
+		}
+		defaulted := ds.DeepCopy()
+		defaultDaemonSet(defaulted)
+		if !apiequality.Semantic.DeepEqual(defaulted.Spec.Template, old.Spec.Template) {
+			n++
+		}
+		setTemplateGeneration(ds, n)
+	},
+	ValidateCreate: func(ds *appsv1.DaemonSet) field.ErrorList {
+		if v, ok := ds.Annotations[appsv1.DeprecatedTemplateGeneration]; ok {
+			if _, err := strconv.ParseInt(v, 10, 64); err != nil {
+				return field.ErrorList{field.Invalid(field.NewPath("metadata", "annotations").Key(appsv1.DeprecatedTemplateGeneration), v, "must be an integer")}
 			}
 		}
-		if ds.Spec.RevisionHistoryLimit == nil {
-			ds.Spec.RevisionHistoryLimit = new(int32(10))
-		}
-		defaultPodSpec(&ds.Spec.Template.Spec)
+		return nil
 	},
 	Validate: func(ds *appsv1.DaemonSet) field.ErrorList {
 		s := &ds.Spec
@@ -250,6 +262,33 @@ var daemonSets = &Def[*appsv1.DaemonSet]{
 			int64(st.UpdatedNumberScheduled), int64(st.NumberAvailable), labels.FormatLabels(ds.Spec.Template.Spec.NodeSelector),
 			Age(ds.CreationTimestamp), names, images, metav1.FormatLabelSelector(ds.Spec.Selector)}
 	},
+}
+
+func defaultDaemonSet(ds *appsv1.DaemonSet) {
+	us := &ds.Spec.UpdateStrategy
+	us.Type = or(us.Type, appsv1.RollingUpdateDaemonSetStrategyType)
+	if us.Type == appsv1.RollingUpdateDaemonSetStrategyType {
+		if us.RollingUpdate == nil {
+			us.RollingUpdate = &appsv1.RollingUpdateDaemonSet{}
+		}
+		if us.RollingUpdate.MaxUnavailable == nil {
+			us.RollingUpdate.MaxUnavailable = new(intstr.FromInt32(1))
+		}
+		if us.RollingUpdate.MaxSurge == nil {
+			us.RollingUpdate.MaxSurge = new(intstr.FromInt32(0))
+		}
+	}
+	if ds.Spec.RevisionHistoryLimit == nil {
+		ds.Spec.RevisionHistoryLimit = new(int32(10))
+	}
+	defaultPodSpec(&ds.Spec.Template.Spec)
+}
+
+func setTemplateGeneration(ds *appsv1.DaemonSet, n int64) {
+	if ds.Annotations == nil {
+		ds.Annotations = map[string]string{}
+	}
+	ds.Annotations[appsv1.DeprecatedTemplateGeneration] = strconv.FormatInt(n, 10)
 }
 
 // controllerRevisions are the history of DaemonSets and StatefulSets: each holds a patch

@@ -26,6 +26,10 @@ import (
 // loop's name), which --controllers also takes; Entry.Name is v1.36's name.
 const Name = "daemonset"
 
+// templateGenerationLabel carries, on a daemon pod, the template generation of the DaemonSet it
+// was made from (extensions/v1beta1's name for it, still written by Kubernetes).
+const templateGenerationLabel = "pod-template-generation"
+
 // Kind is the kind of the daemon pods' owner references.
 var Kind = appsv1.SchemeGroupVersion.WithKind("DaemonSet")
 

@@ -224,6 +224,9 @@ func TestRollingUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range waitNodes(t, ns, "ru-a", "ru-b") {
+		if g := p.Labels[templateGenerationLabel]; g != "1" {
+			t.Errorf("pod %s of the first template: template generation label %q, want 1", p.Name, g)
+		}
 		runPod(t, p, corev1.PodRunning)
 	}
 	update(t, ns, "web", func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Image = "v2" })
@@ -243,6 +246,10 @@ func TestRollingUpdate(t *testing.T) {
 	})
 	if n := len(slices.DeleteFunc(livePods(t, ns), func(p *corev1.Pod) bool { return image(p) == "v2" })); n != 1 {
 		t.Fatalf("%d old pods while the first new one is not ready, want 1 (maxUnavailable 1)", n)
+	}
+	// The apiserver counted the template change; the pod says which template it is of.
+	if g := fresh.Labels[templateGenerationLabel]; g != "2" {
+		t.Errorf("pod of the second template: template generation label %q, want 2", g)
 	}
 	runPod(t, fresh, corev1.PodRunning)
 	var second *corev1.Pod

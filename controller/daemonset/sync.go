@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -328,7 +327,12 @@ func (c *Controller) apply(ctx context.Context, ds *appsv1.DaemonSet, key, hash 
 		mu.Unlock()
 		tmpl := ds.Spec.Template.DeepCopy()
 		tmpl.Labels = withLabel(tmpl.Labels, appsv1.DefaultDaemonSetUniqueLabelKey, hash)
-		tmpl.Labels[appsv1.DeprecatedTemplateGeneration] = strconv.FormatInt(ds.Generation, 10)
+		// The apiserver counts template changes in this annotation; pods carry the count as a
+		// label for the clients that still read it (none without the annotation, as in
+		// Kubernetes).
+		if gen, ok := ds.Annotations[appsv1.DeprecatedTemplateGeneration]; ok {
+			tmpl.Labels[templateGenerationLabel] = gen
+		}
 		pinnedTo(&tmpl.Spec, node)
 		withDaemonTolerations(&tmpl.Spec)
 		created, err := pods.Create(ctx, podcontrol.NewPod(ds, Kind, tmpl, ds.Name+"-"))

@@ -2,13 +2,42 @@
 
 // Package reference holds differential tests: kplane's components and the real Kubernetes ones
 // are run, one after the other, against the same kplane apiserver holding the same objects, and
-// what they write is compared.
+// what they write is compared. Where they differ by design, the difference is tolerated with its
+// reason (logged); any other difference fails the test.
+//
+// The scenarios, one test each:
+//
+//   - TestControllersMatchReference: the endpoint and endpointslice controllers on one varied
+//     fixture of Services and pods (this file).
+//   - TestJobsMatchReference: the job controller on Jobs of every completion and failure
+//     kind (jobs_test.go).
+//   - TestDaemonSetsMatchReference: the daemonset controller over three Nodes (tainted,
+//     labelled, cordoned): placement, rolling updates with maxUnavailable and maxSurge,
+//     OnDelete, a node tainted (daemonsets_test.go).
+//   - TestStatefulSetsMatchReference: the statefulset controller: OrderedReady and Parallel with
+//     claim templates and retention policies, scale-down, a partitioned rolling update, OnDelete
+//     (statefulsets_test.go).
+//   - TestResourceQuotasMatchReference: the resourcequota controller's status.hard and
+//     status.used for counts, compute resources and scopes (resourcequotas_test.go).
+//   - TestDisruptionMatchesReference: the disruption controller's PodDisruptionBudget status
+//     over pods of ReplicaSets, unmanaged pods and a missing controller (disruption_test.go).
+//
+// All but the first follow the script of scenario_test.go: each controller manager runs alone,
+// with only the controller under test, on its own namespace ("<prefix>-reference", then
+// "<prefix>-kplane"), the test creating the objects and playing the node (and where needed
+// the scheduler) by the same rules, step by step; after each step, once at rest, the outcomes
+// (normalised: no UIDs, times, random names or hashes) must be equal.
 //
 // The tests need the reference binaries, which CI does not have: each test is skipped unless its
 // environment variable names one (KPLANE_REFERENCE_KCM: a kube-controller-manager v1.36). Run
 // them by hand:
 //
-//	KPLANE_REFERENCE_KCM=/path/to/kube-controller-manager go test -count=1 -v -run TestControllersMatchReference ./test/reference/
+//	KPLANE_REFERENCE_KCM=/path/to/kube-controller-manager go test -count=1 -v -run Reference ./test/reference/
+//
+// With KPLANE_REFERENCE_SHOW set they also log the reference's outcomes and keep the processes'
+// logs. kplane's apiserver does not serve resource.k8s.io: the reference's resourcequota
+// controller logs failed watches of ResourceClaims and DeviceClasses (its evaluator for device
+// quotas) and works on without them.
 //
 // They are Linux-only because every process started here gets a parent-death signal, so that
 // nothing outlives the test binary, even when `go test -timeout` kills it.
@@ -57,27 +86,11 @@ const (
 // fixture and requires the Endpoints and EndpointSlices they converge to to be the same, up to
 // the normalisation described at snapshot and compare.
 func TestControllersMatchReference(t *testing.T) {
-	refKCM := os.Getenv("KPLANE_REFERENCE_KCM")
-	if refKCM == "" {
-		t.Skip("KPLANE_REFERENCE_KCM does not name a reference kube-controller-manager binary; this differential test needs one")
-	}
-	if _, err := os.Stat(refKCM); err != nil {
-		t.Fatalf("KPLANE_REFERENCE_KCM: %v", err)
-	}
-	bin := buildKplane(t)
-	logDir := keptLogDir(t)
-	kubeconfig := startAPIServer(t, bin, logDir)
-	c, err := client.FromKubeconfig(kubeconfig, -1, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fx := createFixture(t, c)
-
-	cmArgs := []string{"--kubeconfig", kubeconfig, "--controllers", "endpoint,endpointslice",
-		"--leader-elect=false", "--secure-port", "0"}
-	ref := runUntilConverged(t, c, fx, logDir, "reference", exec.Command(refKCM, append(cmArgs, "--v", "2")...))
-	clearControllerOutput(t, c)
-	got := runUntilConverged(t, c, fx, logDir, "kplane", exec.Command(bin, append([]string{"controller-manager"}, cmArgs...)...))
+	e := newEnv(t)
+	fx := createFixture(t, e.c)
+	ref := runUntilConverged(t, e.c, fx, e.logDir, "reference", e.referenceCommand("endpoint,endpointslice"))
+	clearControllerOutput(t, e.c)
+	got := runUntilConverged(t, e.c, fx, e.logDir, "kplane", e.kplaneCommand("endpoint,endpointslice"))
 
 	diffs, tolerated := compare(ref, got)
 	for _, d := range tolerated {
@@ -92,6 +105,53 @@ func TestControllersMatchReference(t *testing.T) {
 // ---------------------------------------------------------------------------------------------
 // Processes
 
+// env is what each test runs in: a kplane apiserver and the two controller managers' binaries.
+type env struct {
+	refKCM, bin, logDir, kubeconfig string
+	c                               *client.Client
+}
+
+// newEnv builds kplane and starts its apiserver; the test is skipped without a reference
+// kube-controller-manager.
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{refKCM: referenceKCM(t), bin: buildKplane(t), logDir: keptLogDir(t)}
+	e.kubeconfig = startAPIServer(t, e.bin, e.logDir)
+	var err error
+	if e.c, err = client.FromKubeconfig(e.kubeconfig, -1, 0); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *env) args(controllers string) []string {
+	return []string{"--kubeconfig", e.kubeconfig, "--controllers", controllers, "--leader-elect=false", "--secure-port", "0"}
+}
+
+// referenceCommand runs the reference controller manager with only the controllers named.
+func (e *env) referenceCommand(controllers string) *exec.Cmd {
+	return exec.Command(e.refKCM, append(e.args(controllers), "--v", "2")...)
+}
+
+// kplaneCommand runs kplane's controller manager with only the controllers named.
+func (e *env) kplaneCommand(controllers string) *exec.Cmd {
+	return exec.Command(e.bin, append([]string{"controller-manager"}, e.args(controllers)...)...)
+}
+
+// referenceKCM is the reference kube-controller-manager KPLANE_REFERENCE_KCM names; the test is
+// skipped without one.
+func referenceKCM(t *testing.T) string {
+	t.Helper()
+	refKCM := os.Getenv("KPLANE_REFERENCE_KCM")
+	if refKCM == "" {
+		t.Skip("KPLANE_REFERENCE_KCM does not name a reference kube-controller-manager binary; this differential test needs one")
+	}
+	if _, err := os.Stat(refKCM); err != nil {
+		t.Fatalf("KPLANE_REFERENCE_KCM: %v", err)
+	}
+	return refKCM
+}
+
 func buildKplane(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "kplane")
@@ -102,8 +162,8 @@ func buildKplane(t *testing.T) string {
 	return bin
 }
 
-// keptLogDir returns a directory for the processes' logs that survives a failed test (and is
-// removed after a passing one).
+// keptLogDir returns a directory for the processes' logs that survives a failed test, or any
+// with KPLANE_REFERENCE_SHOW set (and is removed after a passing one otherwise).
 func keptLogDir(t *testing.T) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "kplane-reference-logs-")
@@ -111,7 +171,7 @@ func keptLogDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if t.Failed() {
+		if t.Failed() || os.Getenv("KPLANE_REFERENCE_SHOW") != "" {
 			t.Logf("logs kept in %s", dir)
 			return
 		}

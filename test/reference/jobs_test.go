@@ -5,15 +5,9 @@ package reference
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
@@ -30,35 +24,13 @@ import (
 //
 //	KPLANE_REFERENCE_KCM=/path/to/kube-controller-manager go test -count=1 -v -run TestJobsMatchReference ./test/reference/
 func TestJobsMatchReference(t *testing.T) {
-	refKCM := os.Getenv("KPLANE_REFERENCE_KCM")
-	if refKCM == "" {
-		t.Skip("KPLANE_REFERENCE_KCM does not name a reference kube-controller-manager binary; this differential test needs one")
-	}
-	bin := buildKplane(t)
-	logDir := keptLogDir(t)
-	kubeconfig := startAPIServer(t, bin, logDir)
-	c, err := client.FromKubeconfig(kubeconfig, -1, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := []string{"--kubeconfig", kubeconfig, "--controllers", "job", "--leader-elect=false", "--secure-port", "0"}
-	ref := runJobs(t, c, logDir, "reference", exec.Command(refKCM, append(args, "--v", "2")...))
-	got := runJobs(t, c, logDir, "kplane", exec.Command(bin, append([]string{"controller-manager"}, args...)...))
-	var diffs []string
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for k := range ref {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
-		if ref[name] != got[name] {
-			diffs = append(diffs, fmt.Sprintf("job %s:\n- %s\n+ %s", name, ref[name], got[name]))
-		}
-	}
-	if len(diffs) > 0 {
-		t.Errorf("kplane's Jobs differ from the reference's (- reference, + kplane):\n%s", strings.Join(diffs, "\n"))
-	}
+	runDifferential(t, scenario{
+		prefix:      "jobs",
+		controllers: "job",
+		node:        jobNode,
+		steps:       []step{{name: "creating the Jobs", act: createJobs, atRest: jobsAtRest}},
+		outcomes:    jobOutcomes,
+	})
 }
 
 // jobFixture are the Jobs each controller runs; nodeRule says what their pods do.
@@ -109,26 +81,17 @@ func nodeRule(job string, index string) int32 {
 	return 0
 }
 
-// runJobs creates the fixture in namespace "jobs-<name>", runs cmd and plays the node until
-// every Job has come to rest, and returns each Job's normalised outcome.
-func runJobs(t *testing.T, c *client.Client, logDir, name string, cmd *exec.Cmd) map[string]string {
-	t.Helper()
-	var wg sync.WaitGroup
-	defer wg.Wait() // after cancel, which the informer waits for
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ns := "jobs-" + name
-	if _, err := client.Resource[*corev1.Namespace](c, "namespaces").Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
-	jobs := client.Resource[*batchv1.Job](c, "jobs").Namespace(ns)
+func createJobs(ctx context.Context, c *client.Client, ns string) error {
 	for _, j := range jobFixture() {
-		if _, err := jobs.Create(ctx, j); err != nil {
-			t.Fatal(err)
+		if _, err := client.Resource[*batchv1.Job](c, "jobs").Namespace(ns).Create(ctx, j); err != nil {
+			return err
 		}
 	}
-	pods := client.Resource[*corev1.Pod](c, "pods").Namespace(ns)
-	inf := cache.NewInformer[*corev1.Pod]("ref-pods", pods)
+	return nil
+}
+
+// jobNode runs a Job's pod as nodeRule says, and removes pods being deleted.
+func jobNode(ctx context.Context, pods *client.Typed[*corev1.Pod]) cache.Handler[*corev1.Pod] {
 	play := func(p *corev1.Pod) {
 		if p.Status.Phase != "" && p.Status.Phase != corev1.PodPending || p.DeletionTimestamp != nil {
 			return
@@ -145,88 +108,51 @@ func runJobs(t *testing.T, c *client.Client, logDir, name string, cmd *exec.Cmd)
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", State: state}}
 		_, _ = pods.UpdateStatus(ctx, p) // a pod deleted meanwhile needs nothing
 	}
-	// A pod being deleted is gone once its containers stop: the kubelet's part, with grace 0
-	// (the finalizer, if still there, keeps it until the controller counts it).
-	reap := func(p *corev1.Pod) {
-		if p.DeletionTimestamp != nil {
-			_ = pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))})
-		}
+	return cache.Handler[*corev1.Pod]{
+		OnAdd:    func(p *corev1.Pod, _ bool) { play(p); reapDeleted(ctx, pods, p) },
+		OnUpdate: func(_, p *corev1.Pod) { reapDeleted(ctx, pods, p) },
 	}
-	inf.AddHandler(cache.Handler[*corev1.Pod]{
-		OnAdd:    func(p *corev1.Pod, _ bool) { play(p); reap(p) },
-		OnUpdate: func(_, p *corev1.Pod) { reap(p) },
-	}, 0)
-	wg.Go(func() { inf.Run(ctx) })
+}
 
-	logs, err := os.Create(filepath.Join(logDir, name+"-jobs.log"))
+// jobsAtRest: every Job but the suspended one has Complete or Failed, and the suspended one
+// says so.
+func jobsAtRest(ctx context.Context, c *client.Client, ns string) ([]string, error) {
+	l, err := list[*batchv1.Job](ctx, c, "jobs", ns)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer stopProcess(cmd)
-	// At rest: every Job but the suspended one has Complete or Failed, and the suspended one
-	// says so; then a few seconds more, for late writes.
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		l, err := jobs.List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rest := 0
-		var moving []string
-		for _, j := range l.Items {
+	var moving []string
+	for _, j := range l {
+		if !slices.ContainsFunc(j.Status.Conditions, func(cond batchv1.JobCondition) bool {
+			return cond.Status == corev1.ConditionTrue && (cond.Type == batchv1.JobComplete || cond.Type == batchv1.JobFailed || cond.Type == batchv1.JobSuspended)
+		}) {
 			moving = append(moving, j.Name)
-			for _, cond := range j.Status.Conditions {
-				if cond.Status == corev1.ConditionTrue && (cond.Type == batchv1.JobComplete || cond.Type == batchv1.JobFailed || cond.Type == batchv1.JobSuspended) {
-					rest++
-					moving = moving[:len(moving)-1]
-					break
-				}
-			}
 		}
-		if rest == len(l.Items) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: jobs %v not at rest after 90s; log: %s", name, moving, tail(logs.Name()))
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
-	time.Sleep(stableFor)
-	return jobOutcomes(t, c, ns)
+	return moving, nil
 }
 
 // jobOutcomes renders each Job's end state without what differs between runs by nature:
 // times, names of pods (masked in messages), UIDs.
-func jobOutcomes(t *testing.T, c *client.Client, ns string) map[string]string {
-	t.Helper()
-	ctx := context.Background()
-	l, err := client.Resource[*batchv1.Job](c, "jobs").Namespace(ns).List(ctx, metav1.ListOptions{})
+func jobOutcomes(ctx context.Context, c *client.Client, ns string) (map[string]string, error) {
+	l, pl, err := listWithPods[*batchv1.Job](ctx, c, "jobs", ns)
 	if err != nil {
-		t.Fatal(err)
-	}
-	pl, err := client.Resource[*corev1.Pod](c, "pods").Namespace(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	out := map[string]string{}
-	for _, j := range l.Items {
+	for _, j := range l {
 		st := j.Status
 		var conds []string
 		for _, cond := range st.Conditions {
 			msg := cond.Message
-			for _, p := range pl.Items {
+			for _, p := range pl {
 				msg = strings.ReplaceAll(msg, p.Name, "<pod>")
 			}
 			conds = append(conds, fmt.Sprintf("%s=%s(%s: %s)", cond.Type, cond.Status, cond.Reason, strings.ReplaceAll(msg, ns, "<ns>")))
 		}
 		phases := map[string]int{}
 		tracked := 0
-		for _, p := range pl.Items {
+		for _, p := range pl {
 			if p.Labels[batchv1.JobNameLabel] != j.Name {
 				continue
 			}
@@ -239,25 +165,15 @@ func jobOutcomes(t *testing.T, c *client.Client, ns string) map[string]string {
 				tracked++
 			}
 		}
-		var ps []string
-		for _, k := range slices.Sorted(func(yield func(string) bool) {
-			for k := range phases {
-				if !yield(k) {
-					return
-				}
-			}
-		}) {
-			ps = append(ps, fmt.Sprintf("%s:%d", k, phases[k]))
-		}
 		failedIndexes := "<nil>"
 		if st.FailedIndexes != nil {
 			failedIndexes = *st.FailedIndexes
 		}
 		out[j.Name] = fmt.Sprintf("active=%d succeeded=%d failed=%d ready=%d terminating=%d completed=%q failedIndexes=%s started=%v completionTime=%v conditions=%v pods=%v tracked=%d",
 			st.Active, st.Succeeded, st.Failed, deref(st.Ready), deref(st.Terminating), st.CompletedIndexes, failedIndexes,
-			st.StartTime != nil, st.CompletionTime != nil, conds, ps, tracked)
+			st.StartTime != nil, st.CompletionTime != nil, conds, sortedCounts(phases), tracked)
 	}
-	return out
+	return out, nil
 }
 
 func deref[T any](p *T) T {

@@ -1,0 +1,228 @@
+package customresource
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
+)
+
+// schemaOf decodes a YAML openAPIV3Schema.
+func schemaOf(t *testing.T, doc string) *apiextv1.JSONSchemaProps {
+	t.Helper()
+	var p apiextv1.JSONSchemaProps
+	if err := yaml.Unmarshal([]byte(doc), &p); err != nil {
+		t.Fatalf("schema: %v", err)
+	}
+	return &p
+}
+
+// objectOf decodes a JSON object as the apiserver does (integers as int64).
+func objectOf(t *testing.T, doc string) map[string]any {
+	t.Helper()
+	if doc == "" {
+		return nil
+	}
+	d := json.NewDecoder(strings.NewReader(doc))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		t.Fatalf("object: %v", err)
+	}
+	return numbers(v).(map[string]any)
+}
+
+func numbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i
+		}
+		f, _ := x.Float64()
+		return f
+	case map[string]any:
+		for k, e := range x {
+			x[k] = numbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = numbers(e)
+		}
+	}
+	return v
+}
+
+func errorStrings(errs field.ErrorList) []string {
+	var out []string
+	for _, e := range errs {
+		out = append(out, e.Error())
+	}
+	return out
+}
+
+const widgetSchema = `
+type: object
+properties:
+  spec:
+    type: object
+    x-kubernetes-validations:
+    - rule: "self.minReplicas <= self.replicas"
+      message: "replicas must be at least minReplicas"
+    - rule: "!has(self.mode) || self.mode != 'broken'"
+      messageExpression: "'mode ' + self.mode + ' is not allowed'"
+      reason: FieldValueForbidden
+      fieldPath: ".mode"
+    - rule: "self.replicas < 100"
+    properties:
+      replicas: {type: integer}
+      minReplicas: {type: integer}
+      mode: {type: string, maxLength: 20}
+      immutable:
+        type: string
+        x-kubernetes-validations:
+        - rule: "self == oldSelf"
+          message: "is immutable"
+      grow:
+        type: integer
+        x-kubernetes-validations:
+        - rule: "!oldSelf.hasValue() || self >= oldSelf.value()"
+          optionalOldSelf: true
+          message: "may only grow"
+      tags:
+        type: array
+        maxItems: 10
+        items: {type: string, maxLength: 10}
+        x-kubernetes-validations:
+        - rule: "self.all(t, t.startsWith('t-'))"
+          reason: FieldValueRequired
+          message: "tags must start with t-"
+        - rule: "self.isSorted()"
+          message: "tags must be sorted"
+      ports:
+        type: array
+        x-kubernetes-list-type: map
+        x-kubernetes-list-map-keys: [name]
+        items:
+          type: object
+          required: [name]
+          properties:
+            name: {type: string, maxLength: 10}
+            port:
+              type: integer
+              x-kubernetes-validations:
+              - rule: "self == oldSelf"
+                message: "port of a named entry is immutable"
+      labels:
+        type: object
+        maxProperties: 10
+        additionalProperties: {type: string, maxLength: 63}
+        x-kubernetes-validations:
+        - rule: "self.all(k, self[k] != '')"
+          message: "label values must not be empty"
+      size:
+        x-kubernetes-int-or-string: true
+        x-kubernetes-validations:
+        - rule: "self != 0 && self != '0'"
+          message: "size must not be zero"
+      memory:
+        type: string
+        maxLength: 20
+        x-kubernetes-validations:
+        - rule: "quantity(self).isLessThan(quantity('1Gi'))"
+          message: "at most 1Gi"
+      dup:
+        type: string
+        x-kubernetes-validations:
+        - rule: "self != 'x'"
+          reason: FieldValueDuplicate
+      raw:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+  status:
+    type: object
+    properties:
+      ready: {type: boolean}
+x-kubernetes-validations:
+- rule: "self.metadata.name.startsWith('w')"
+  message: "name must start with w"
+- rule: "!has(self.status) || !self.status.ready || self.spec.replicas > 0"
+  message: "a ready widget has replicas"
+`
+
+func TestRules(t *testing.T) {
+	rs, err := compileRules(mustCompile(t, schemaOf(t, widgetSchema)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name     string
+		obj, old string
+		want     []string
+	}{
+		{name: "valid", obj: `{"metadata":{"name":"w1"},"spec":{"replicas":3,"minReplicas":1,"tags":["t-a","t-b"],"labels":{"a":"b"},"size":"50%","memory":"512Mi"}}`},
+		{name: "object rule with message", obj: `{"metadata":{"name":"w1"},"spec":{"replicas":1,"minReplicas":2}}`,
+			want: []string{"spec: Invalid value: replicas must be at least minReplicas"}},
+		{name: "no message: failed rule", obj: `{"metadata":{"name":"w1"},"spec":{"replicas":100,"minReplicas":2}}`,
+			want: []string{"spec: Invalid value: failed rule: self.replicas < 100"}},
+		{name: "root rule reads metadata.name", obj: `{"metadata":{"name":"x1"},"spec":{"replicas":1,"minReplicas":1}}`,
+			want: []string{"<nil>: Invalid value: name must start with w"}},
+		{name: "messageExpression, reason and fieldPath", obj: `{"metadata":{"name":"w1"},"spec":{"replicas":1,"minReplicas":1,"mode":"broken"}}`,
+			want: []string{"spec.mode: Forbidden: mode broken is not allowed"}},
+		{name: "list rules, reason Required", obj: `{"metadata":{"name":"w1"},"spec":{"replicas":1,"minReplicas":1,"tags":["t-b","a"]}}`,
+			want: []string{"spec.tags: Required value: tags must start with t-", "spec.tags: Invalid value: tags must be sorted"}},
+		{name: "map rule", obj: `{"metadata":{"name":"w1"},"spec":{"replicas":1,"minReplicas":1,"labels":{"a":""}}}`,
+			want: []string{"spec.labels: Invalid value: label values must not be empty"}},
+		{name: "int-or-string", obj: `{"metadata":{"name":"w1"},"spec":{"replicas":1,"minReplicas":1,"size":"0"}}`,
+			want: []string{`spec.size: Invalid value: "0": size must not be zero`}},
+		{name: "int-or-string int", obj: `{"metadata":{"name":"w1"},"spec":{"replicas":1,"minReplicas":1,"size":0}}`,
+			want: []string{`spec.size: Invalid value: 0: size must not be zero`}},
+		{name: "quantity", obj: `{"metadata":{"name":"w1"},"spec":{"replicas":1,"minReplicas":1,"memory":"2Gi"}}`,
+			want: []string{`spec.memory: Invalid value: "2Gi": at most 1Gi`}},
+		{name: "reason Duplicate", obj: `{"metadata":{"name":"w1"},"spec":{"replicas":1,"minReplicas":1,"dup":"x"}}`,
+			want: []string{`spec.dup: Duplicate value: "x"`}},
+		{name: "nested rule beside a root rule", obj: `{"metadata":{"name":"w1"},"spec":{"replicas":0,"minReplicas":0,"dup":"x"},"status":{"ready":true}}`,
+			want: []string{"<nil>: Invalid value: a ready widget has replicas", `spec.dup: Duplicate value: "x"`}},
+		{name: "transition rule skipped on create", obj: `{"metadata":{"name":"w1"},"spec":{"replicas":1,"minReplicas":1,"immutable":"a"}}`},
+		{name: "transition rule holds", obj: `{"metadata":{"name":"w1"},"spec":{"replicas":1,"minReplicas":1,"immutable":"a"}}`,
+			old: `{"metadata":{"name":"w1"},"spec":{"replicas":1,"minReplicas":1,"immutable":"a"}}`},
+		{name: "transition rule broken", obj: `{"metadata":{"name":"w1"},"spec":{"replicas":1,"minReplicas":1,"immutable":"b"}}`,
+			old: `{"metadata":{"name":"w1"},"spec":{"replicas":1,"minReplicas":1,"immutable":"a"}}`,
+			want: []string{`spec.immutable: Invalid value: "b": is immutable`}},
+		{name: "transition rule: no old value of the field", obj: `{"metadata":{"name":"w1"},"spec":{"replicas":1,"minReplicas":1,"immutable":"b"}}`,
+			old: `{"metadata":{"name":"w1"},"spec":{"replicas":1,"minReplicas":1}}`},
+		{name: "optionalOldSelf on create", obj: `{"metadata":{"name":"w1"},"spec":{"replicas":1,"minReplicas":1,"grow":1}}`},
+		{name: "optionalOldSelf on update", obj: `{"metadata":{"name":"w1"},"spec":{"replicas":1,"minReplicas":1,"grow":1}}`,
+			old:  `{"metadata":{"name":"w1"},"spec":{"replicas":1,"minReplicas":1,"grow":2}}`,
+			want: []string{`spec.grow: Invalid value: 1: may only grow`}},
+		{name: "map list items correlate by key", obj: `{"metadata":{"name":"w1"},"spec":{"replicas":1,"minReplicas":1,"ports":[{"name":"b","port":2},{"name":"a","port":3}]}}`,
+			old:  `{"metadata":{"name":"w1"},"spec":{"replicas":1,"minReplicas":1,"ports":[{"name":"a","port":1},{"name":"b","port":2}]}}`,
+			want: []string{`spec.ports[1].port: Invalid value: 3: port of a named entry is immutable`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := errorStrings(rs.validate(objectOf(t, c.obj), objectOf(t, c.old)))
+			if !slices.Equal(got, c.want) {
+				t.Errorf("got  %q\nwant %q", got, c.want)
+			}
+		})
+	}
+}
+
+func mustCompile(t *testing.T, p *apiextv1.JSONSchemaProps) *Schema {
+	t.Helper()
+	if errs := ValidateSchema(field.NewPath("schema"), p); len(errs) > 0 {
+		t.Fatalf("schema: %v", errs)
+	}
+	if errs := validateRuleDeclarations(field.NewPath("schema"), p); len(errs) > 0 {
+		t.Fatalf("rules: %v", errs)
+	}
+	s, err := Compile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

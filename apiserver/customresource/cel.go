@@ -89,25 +89,13 @@ type compiledRule struct {
 	err, messageErr string
 }
 
-// compileRules compiles every rule of s; nil when s has none. A rule that does not compile
-// is an error (ValidateCRD refuses such CRDs, so this is only reached for stored ones).
+// compileRules compiles every rule of s; nil when s has none. ValidateCRD refuses rules
+// that do not compile; should a stored CRD still hold one, each object write reports it, as
+// kube-apiserver does, rather than the version not being served.
 func compileRules(s *Schema) (*ruleSet, error) {
 	root, err := compileTree(s)
 	if err != nil || root == nil {
 		return nil, err
-	}
-	var bad []string
-	root.walk(func(n *ruleNode) {
-		for _, r := range n.rules {
-			if r.err != "" {
-				bad = append(bad, fmt.Sprintf("rule %q: %s", r.rule.Rule, r.err))
-			} else if r.messageErr != "" {
-				bad = append(bad, fmt.Sprintf("messageExpression %q: %s", r.rule.MessageExpression, r.messageErr))
-			}
-		}
-	})
-	if len(bad) > 0 {
-		return nil, fmt.Errorf("x-kubernetes-validations: %s", strings.Join(bad, "; "))
 	}
 	return &ruleSet{root: root}, nil
 }
@@ -328,6 +316,19 @@ func (z *schemaSizes) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
 
 func (z *schemaSizes) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
 	return nil
+}
+
+// validateUnlessBlocked evaluates the rules unless errs, the object's other errors, say it
+// is too broken for them (a wrong type, a missing field, a value too long or not allowed):
+// then one error says the rules were not checked, as kube-apiserver does.
+func (rs *ruleSet) validateUnlessBlocked(errs field.ErrorList, obj, old map[string]any) field.ErrorList {
+	for _, e := range errs {
+		switch e.Type {
+		case field.ErrorTypeNotSupported, field.ErrorTypeRequired, field.ErrorTypeTooLong, field.ErrorTypeTooMany, field.ErrorTypeTypeInvalid:
+			return field.ErrorList{field.Invalid(nil, nil, "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation")}
+		}
+	}
+	return rs.validate(obj, old)
 }
 
 // validate evaluates the rules against obj (and old, on update).

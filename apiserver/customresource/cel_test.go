@@ -226,3 +226,109 @@ func mustCompile(t *testing.T, p *apiextv1.JSONSchemaProps) *Schema {
 	}
 	return s
 }
+
+func TestRuleDeclarations(t *testing.T) {
+	const base = `
+type: object
+properties:
+  spec:
+    type: object
+    properties:
+      replicas: {type: integer}
+      names:
+        type: array
+        items: {type: string}
+      shortNames:
+        type: array
+        maxItems: 600
+        items: {type: string, maxLength: 10}
+`
+	cases := []struct {
+		name  string
+		rules string // x-kubernetes-validations of spec, as YAML
+		want  []string
+	}{
+		{name: "valid", rules: `[{rule: "self.replicas > 0"}]`},
+		{name: "undefined field", rules: `[{rule: "self.replica == 0"}]`,
+			want: []string{`spec.properties[spec].x-kubernetes-validations[0].rule: Invalid value: {"Rule":"self.replica == 0","Message":"","MessageExpression":"","Reason":null,"FieldPath":"","OptionalOldSelf":null}: compilation failed: ERROR: <input>:1:5: undefined field 'replica'`}},
+		{name: "not a bool", rules: `[{rule: "self.replicas"}]`,
+			want: []string{`x-kubernetes-validations[0].rule: Invalid value: {"Rule":"self.replicas",`, `: cel expression must evaluate to a bool`}},
+		{name: "messageExpression not a string", rules: `[{rule: "self.replicas == 0", messageExpression: "self.replicas"}]`,
+			want: []string{`x-kubernetes-validations[0].messageExpression: Invalid value: {"Rule":"self.replicas == 0",`, `: messageExpression must evaluate to a string`}},
+		{name: "estimated cost", rules: `[{rule: "self.names.all(x, self.names.all(y, x == y))"}]`,
+			want: []string{`spec.properties[spec].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of more than 100x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)`}},
+		{name: "bounded by maxItems and maxLength", rules: `[{rule: "self.shortNames.all(x, self.shortNames.all(y, x == y || true))"}]`},
+		{name: "empty rule", rules: `[{rule: " "}]`,
+			want: []string{`spec.properties[spec].x-kubernetes-validations[0].rule: Required value: rule is not specified`}},
+		{name: "reason", rules: `[{rule: "true", reason: FieldValueOdd}]`,
+			want: []string{`spec.properties[spec].x-kubernetes-validations[0].reason: Unsupported value: "FieldValueOdd": supported values: "FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired"`}},
+		{name: "fieldPath", rules: `[{rule: "true", fieldPath: ".nope"}]`,
+			want: []string{`spec.properties[spec].x-kubernetes-validations[0].fieldPath: Invalid value: ".nope": must be a valid path`}},
+		{name: "optionalOldSelf without oldSelf", rules: `[{rule: "true", optionalOldSelf: true}]`,
+			want: []string{`spec.properties[spec].x-kubernetes-validations[0].optionalOldSelf: Invalid value: true: may not be set if oldSelf is not used in rule`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := schemaOf(t, base)
+			spec := p.Properties["spec"]
+			if err := yaml.Unmarshal([]byte(c.rules), &spec.XValidations); err != nil {
+				t.Fatal(err)
+			}
+			p.Properties["spec"] = spec
+			got := errorStrings(validateRuleDeclarations(field.NewPath("spec"), p))
+			if (len(got) == 0) != (len(c.want) == 0) {
+				t.Fatalf("got %q, want %q", got, c.want)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(got[0], w) {
+					t.Errorf("got %q, want the first to contain %q", got, w)
+				}
+			}
+		})
+	}
+}
+
+func TestOldSelfOnListItems(t *testing.T) {
+	p := schemaOf(t, `
+type: object
+properties:
+  items:
+    type: array
+    maxItems: 10
+    items:
+      type: string
+      maxLength: 10
+      x-kubernetes-validations: [{rule: "self == oldSelf"}]
+`)
+	got := errorStrings(validateRuleDeclarations(field.NewPath("s"), p))
+	want := []string{`s.properties[items].items.x-kubernetes-validations[0].rule: Invalid value: "self == oldSelf": oldSelf cannot be used on the uncorrelatable portion of the schema within s.properties[items]`}
+	if !slices.Equal(got, want) {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}
+
+func TestRuntimeCostLimit(t *testing.T) {
+	rs, err := compileRules(mustCompile(t, schemaOf(t, `
+type: object
+properties:
+  names:
+    type: array
+    maxItems: 600
+    items: {type: string, maxLength: 10}
+    x-kubernetes-validations:
+    - rule: "self.all(x, self.all(y, x == y || true))"
+    - rule: "false"
+`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]any, 600)
+	for i := range names {
+		names[i] = "n"
+	}
+	got := errorStrings(rs.validate(map[string]any{"names": names}, nil))
+	want := []string{`names: Invalid value: "array": 'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: self.all(x, self.all(y, x == y || true))`}
+	if !slices.Equal(got, want) {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}

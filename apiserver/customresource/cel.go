@@ -177,18 +177,6 @@ func compileNode(env *cel.Env, provider *celTypes, s *Schema, t *celType) (*rule
 	return n, nil
 }
 
-func (n *ruleNode) walk(f func(*ruleNode)) {
-	if n == nil {
-		return
-	}
-	f(n)
-	for _, k := range sortedKeys(n.props) {
-		n.props[k].walk(f)
-	}
-	n.items.walk(f)
-	n.values.walk(f)
-}
-
 // compile compiles the node's rules, with self (and oldSelf) typed as the node.
 func (n *ruleNode) compile(base *cel.Env, provider *celTypes) error {
 	env, err := base.Extend(cel.CustomTypeProvider(provider),
@@ -341,27 +329,33 @@ func (rs *ruleSet) validate(obj, old map[string]any) field.ErrorList {
 		oldVal = old
 	}
 	budget := int64(objectCostBudget)
-	return rs.root.validate(context.Background(), nil, obj, oldVal, &budget)
+	return rs.root.validate(context.Background(), nil, obj, oldVal, old != nil && jsonEqual(obj, old), &budget)
 }
 
 // validate runs the rules of n against v (old is the correlated old value, nil if none),
-// then those below it. It stops when budget is spent.
-func (n *ruleNode) validate(ctx context.Context, path *field.Path, v, old any, budget *int64) field.ErrorList {
+// then those below it. unchanged says v is as it was before the update: its failures are
+// then not errors (Kubernetes ratchets them, so that tightened rules do not lock objects),
+// except for transition rules. It stops when budget is spent.
+func (n *ruleNode) validate(ctx context.Context, path *field.Path, v, old any, unchanged bool, budget *int64) field.ErrorList {
 	if n == nil || v == nil {
 		return nil
 	}
-	errs := n.evaluate(ctx, path, v, old, budget)
+	errs := n.evaluate(ctx, path, v, old, unchanged, budget)
 	if *budget < 0 {
 		return errs
 	}
+	// below: the old value a child correlates with, and whether the child is unchanged;
+	// a child without an old value is unchanged when its parent is.
+	below := func(child, oldChild any) (any, bool) {
+		if oldChild == nil {
+			return nil, unchanged
+		}
+		return oldChild, jsonEqual(child, oldChild)
+	}
 	switch val := v.(type) {
 	case map[string]any:
+		// Every map type (granular, atomic) correlates keys with the old map's.
 		oldMap, _ := old.(map[string]any)
-		if n.schema.MapType == "granular" || n.schema.MapType == "" || n.schema.MapType == "atomic" {
-			// correlatable: the old value of a key is the old map's
-		} else {
-			oldMap = nil
-		}
 		for _, k := range sortedKeys(val) {
 			child := n.props[k]
 			p := path.Child(k)
@@ -371,11 +365,8 @@ func (n *ruleNode) validate(ctx context.Context, path *field.Path, v, old any, b
 			if child == nil {
 				continue
 			}
-			var oldChild any
-			if oldMap != nil {
-				oldChild = oldMap[k]
-			}
-			errs = append(errs, child.validate(ctx, p, val[k], oldChild, budget)...)
+			oldChild, same := below(val[k], oldMap[k])
+			errs = append(errs, child.validate(ctx, p, val[k], oldChild, same, budget)...)
 			if *budget < 0 {
 				return errs
 			}
@@ -386,7 +377,8 @@ func (n *ruleNode) validate(ctx context.Context, path *field.Path, v, old any, b
 		}
 		oldItems, _ := old.([]any)
 		for i, item := range val {
-			errs = append(errs, n.items.validate(ctx, path.Index(i), item, n.oldItem(item, oldItems), budget)...)
+			oldChild, same := below(item, n.oldItem(item, oldItems))
+			errs = append(errs, n.items.validate(ctx, path.Index(i), item, oldChild, same, budget)...)
 			if *budget < 0 {
 				return errs
 			}
@@ -443,7 +435,7 @@ func (a *activation) ResolveName(name string) (any, bool) {
 func (a *activation) Parent() interpreter.Activation { return nil }
 
 // evaluate runs n's own rules against v; the errors read as kube-apiserver's.
-func (n *ruleNode) evaluate(ctx context.Context, path *field.Path, v, old any, budget *int64) field.ErrorList {
+func (n *ruleNode) evaluate(ctx context.Context, path *field.Path, v, old any, unchanged bool, budget *int64) field.ErrorList {
 	if len(n.rules) == 0 {
 		return nil
 	}
@@ -510,6 +502,9 @@ func (n *ruleNode) evaluate(ctx context.Context, path *field.Path, v, old any, b
 			if strings.TrimSpace(c.rule.Message) != "" {
 				detail = strings.TrimSpace(c.rule.Message)
 			}
+		}
+		if unchanged && !c.usesOldSelf {
+			continue
 		}
 		var bad any = v
 		if n.schema.Type == "object" || n.schema.Type == "array" {

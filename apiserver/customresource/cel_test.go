@@ -336,3 +336,88 @@ properties:
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
 }
+
+// One rule per case, at the root of a schema with escaped names, sets, maps, formats and an
+// embedded resource: the libraries and types rules see.
+func TestRuleExpressions(t *testing.T) {
+	const props = `
+type: object
+properties:
+  spec:
+    type: object
+    properties:
+      x-name: {type: string, maxLength: 10}
+      namespace: {type: string, maxLength: 10}
+      set:
+        type: array
+        maxItems: 5
+        x-kubernetes-list-type: set
+        items: {type: string, maxLength: 5}
+      limits:
+        type: object
+        maxProperties: 5
+        additionalProperties: {type: string, maxLength: 10}
+      timeout: {type: string, format: duration}
+      since: {type: string, format: date-time}
+      ratio: {type: number}
+      template:
+        type: object
+        x-kubernetes-embedded-resource: true
+        x-kubernetes-preserve-unknown-fields: true
+`
+	obj := `{"metadata":{"name":"w"},"spec":{"x-name":"Abc","namespace":"ns","set":["b","a"],"limits":{"cpu":"500m"},
+		"timeout":"90s","since":"2026-01-02T03:04:05Z","ratio":1,"template":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"}}}}`
+	old := `{"metadata":{"name":"w"},"spec":{"x-name":"Abc","namespace":"ns","set":["a","b"]}}`
+	cases := []struct {
+		rule string
+		old  bool
+		want string // "" when the rule holds
+	}{
+		{rule: "self.spec.x__dash__name.lowerAscii() == 'abc'"},
+		{rule: "self.spec.__namespace__ == 'ns'"},
+		{rule: "self.spec.x__dash__name.find('[a-z]+') == 'bc' && 'a1b22'.findAll('[0-9]+') == ['1', '22']"},
+		{rule: "self.spec.set == oldSelf.spec.set", old: true},
+		{rule: "sets.contains(self.spec.set, ['a']) && self.spec.set.sort() == ['a', 'b']"},
+		{rule: "[3, 1, 2].max() == 3 && [1, 2].sum() == 3 && [1, 2, 3].isSorted() && [1, 2, 1].lastIndexOf(1) == 2"},
+		{rule: "self.spec.limits.all(k, quantity(self.spec.limits[k]).isLessThan(quantity('1')))"},
+		{rule: "self.spec.timeout > duration('1m') && self.spec.since < timestamp('2027-01-01T00:00:00Z')"},
+		{rule: "self.spec.ratio == 1.0 && self.spec.ratio > 0"},
+		{rule: "self.spec.template.kind == 'Pod' && self.spec.template.metadata.name == 'p'"},
+		{rule: "self.spec.?missing.orValue('') == ''", want: "undefined field 'missing'"},
+		{rule: "self.spec.__namespace__.size() > 5", want: "<nil>: Invalid value: failed rule: self.spec.__namespace__.size() > 5"},
+		{rule: "self.spec.limits['memory'] == '1'", want: "<nil>: Invalid value: \"object\": no such key: memory evaluating rule: self.spec.limits['memory'] == '1'"},
+		{rule: "self.spec.limits.exists(k, v, v == '500m')"},
+		{rule: "self.spec.limits.exists(k, self.spec.limits[k] == '500m') && self.spec.limits.all(k, v, v != '')"},
+	}
+	for _, c := range cases {
+		t.Run(c.rule, func(t *testing.T) {
+			p := schemaOf(t, props)
+			p.XValidations = apiextv1.ValidationRules{{Rule: c.rule}}
+			if errs := validateRuleDeclarations(field.NewPath("s"), p); len(errs) > 0 {
+				if c.want == "" || !strings.Contains(errs.ToAggregate().Error(), c.want) {
+					t.Fatalf("rule refused: %v", errs)
+				}
+				return
+			}
+			rs, err := compileRules(mustCompile(t, p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var o map[string]any
+			if c.old {
+				o = objectOf(t, old)
+			}
+			got := errs(rs.validate(objectOf(t, obj), o))
+			if got != c.want {
+				t.Errorf("got %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+func errs(l field.ErrorList) string {
+	if len(l) == 0 {
+		return ""
+	}
+	return l.ToAggregate().Error()
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/google/cel-go/cel"
@@ -218,7 +219,7 @@ var celReserved = map[string]bool{
 	"loop": true, "package": true, "namespace": true, "return": true, "var": true, "void": true, "while": true,
 }
 
-var escapable = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_./-]*$`)
+var escapable = regexp.MustCompile(`^[a-zA-Z_./-][a-zA-Z0-9_./-]*$`)
 
 // escapeProperty is the CEL field name of a property, as Kubernetes escapes it: "__" is
 // __underscores__, "." __dot__, "-" __dash__, "/" __slash__. Properties with other characters,
@@ -334,7 +335,7 @@ func toCEL(v any, t *celType) ref.Val {
 			}
 			return types.Timestamp{Time: d}
 		case "date-time":
-			d, err := time.Parse(time.RFC3339Nano, str)
+			d, err := parseDateTime(str)
 			if err != nil {
 				return types.NewErr("invalid date-time formatted string %s: %v", str, err)
 			}
@@ -416,4 +417,20 @@ func (l unorderedList) Equal(other ref.Val) ref.Val {
 		}
 	}
 	return types.True
+}
+
+// parseDateTime reads the date-times the schema's date-time format accepts: RFC 3339, with
+// a "t" or space between date and time and, without a zone, UTC.
+func parseDateTime(s string) (time.Time, error) {
+	if len(s) > 10 && (s[10] == 't' || s[10] == ' ') {
+		s = s[:10] + "T" + s[11:]
+	}
+	s = strings.Replace(s, "z", "Z", 1)
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		if t, err2 := time.Parse("2006-01-02T15:04:05.999999999", s); err2 == nil {
+			return t, nil
+		}
+	}
+	return t, err
 }

@@ -380,6 +380,7 @@ properties:
 		{rule: "sets.contains(self.spec.set, ['a']) && self.spec.set.sort() == ['a', 'b']"},
 		{rule: "[3, 1, 2].max() == 3 && [1, 2].sum() == 3 && [1, 2, 3].isSorted() && [1, 2, 1].lastIndexOf(1) == 2"},
 		{rule: "self.spec.limits.all(k, quantity(self.spec.limits[k]).isLessThan(quantity('1')))"},
+		{rule: "quantity('1') == quantity('1000m') && quantity('1').add(1).compareTo(quantity('2')) == 0 && sign(quantity('-1')) == -1 && isQuantity('1Gi') && !isQuantity('x') && quantity('1k').asInteger() == 1000"},
 		{rule: "self.spec.timeout > duration('1m') && self.spec.since < timestamp('2027-01-01T00:00:00Z')"},
 		{rule: "self.spec.ratio == 1.0 && self.spec.ratio > 0"},
 		{rule: "self.spec.template.kind == 'Pod' && self.spec.template.metadata.name == 'p'"},

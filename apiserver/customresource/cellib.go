@@ -400,6 +400,11 @@ func (c *libraryCosts) EstimateCallCost(function, overloadID string, target *che
 		}
 	case "sign", "asInteger", "isInteger", "asApproximateFloat", "isGreaterThan", "isLessThan", "compareTo", "add", "sub":
 		return &checker.CallEstimate{CostEstimate: checker.CostEstimate{Min: 1, Max: 1}}
+	case "_==_":
+		// Comparing quantities does not depend on their size (cel-go cannot know that).
+		if len(args) == 2 && args[0].Type().Equal(quantityType) == types.True && args[1].Type().Equal(quantityType) == types.True {
+			return &checker.CallEstimate{CostEstimate: checker.CostEstimate{Min: 1, Max: 1}}
+		}
 	}
 	return nil
 }
@@ -437,6 +442,13 @@ func (c *libraryCosts) CallCost(function, overloadID string, args []ref.Val, res
 	case "sign", "asInteger", "isInteger", "asApproximateFloat", "isGreaterThan", "isLessThan", "compareTo", "add", "sub":
 		n := uint64(1)
 		return &n
+	case "_==_":
+		if len(args) == 2 {
+			if _, ok := args[0].(quantity); ok {
+				n := uint64(1)
+				return &n
+			}
+		}
 	}
 	return nil
 }

@@ -57,6 +57,15 @@ func TestCRDValidationRules(t *testing.T) {
 		t.Fatalf("CRD with a rule that does not compile: %d %s", r.code, r.body)
 	}
 
+	get(spec, "versions", 0, "schema", "openAPIV3Schema", "properties", "spec").(map[string]any)["x-kubernetes-validations"] =
+		[]any{map[string]any{"rule": "self.class.split('').all(a, self.class.split('').all(b, a == b))"}}
+	get(spec, "versions", 0, "schema", "openAPIV3Schema", "properties", "spec", "properties", "class").(map[string]any)["maxLength"] = 1000000
+	r = do(t, "POST", crdPath, bad)
+	if r.code != http.StatusUnprocessableEntity ||
+		!strings.Contains(string(r.body), `spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of`) {
+		t.Fatalf("CRD with a rule too expensive: %d %s", r.code, r.body)
+	}
+
 	if r := do(t, "POST", crdPath, crd); r.code != http.StatusCreated {
 		t.Fatalf("create CRD: %d %s", r.code, r.body)
 	}

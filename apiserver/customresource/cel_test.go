@@ -77,6 +77,9 @@ properties:
       reason: FieldValueForbidden
       fieldPath: ".mode"
     - rule: "self.replicas < 100"
+    - rule: "!has(self.labels) || !('bad.key' in self.labels)"
+      message: "bad key"
+      fieldPath: ".labels['bad.key']"
     properties:
       replicas: {type: integer}
       minReplicas: {type: integer}
@@ -176,6 +179,8 @@ func TestRules(t *testing.T) {
 			want: []string{"spec.tags: Required value: tags must start with t-", "spec.tags: Invalid value: tags must be sorted"}},
 		{name: "map rule", obj: `{"metadata":{"name":"w1"},"spec":{"replicas":1,"minReplicas":1,"labels":{"a":""}}}`,
 			want: []string{"spec.labels: Invalid value: label values must not be empty"}},
+		{name: "fieldPath to a map key", obj: `{"metadata":{"name":"w1"},"spec":{"replicas":1,"minReplicas":1,"labels":{"bad.key":"x"}}}`,
+			want: []string{"spec.labels[bad.key]: Invalid value: bad key"}},
 		{name: "int-or-string", obj: `{"metadata":{"name":"w1"},"spec":{"replicas":1,"minReplicas":1,"size":"0"}}`,
 			want: []string{`spec.size: Invalid value: "0": size must not be zero`}},
 		{name: "int-or-string int", obj: `{"metadata":{"name":"w1"},"spec":{"replicas":1,"minReplicas":1,"size":0}}`,

@@ -1,7 +1,6 @@
 package customresource
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 
@@ -383,33 +382,3 @@ func StorageVersion(c *apiextv1.CustomResourceDefinition) string {
 	}
 	return ""
 }
-
-// validateRuleDeclarations refuses x-kubernetes-validations until kplane evaluates them
-// (see ruleSet).
-func validateRuleDeclarations(path *field.Path, p *apiextv1.JSONSchemaProps) field.ErrorList {
-	var errs field.ErrorList
-	var walk func(path *field.Path, p *apiextv1.JSONSchemaProps)
-	walk = func(path *field.Path, p *apiextv1.JSONSchemaProps) {
-		if p == nil {
-			return
-		}
-		if len(p.XValidations) > 0 && !celSupported {
-			errs = append(errs, field.Forbidden(path.Child("x-kubernetes-validations"), fmt.Sprintf("CEL validation rules are not supported by kplane yet (%d rules)", len(p.XValidations))))
-		}
-		for _, k := range sortedKeys(p.Properties) {
-			prop := p.Properties[k]
-			walk(path.Child("properties").Key(k), &prop)
-		}
-		if p.Items != nil {
-			walk(path.Child("items"), p.Items.Schema)
-		}
-		if p.AdditionalProperties != nil {
-			walk(path.Child("additionalProperties"), p.AdditionalProperties.Schema)
-		}
-	}
-	walk(path, p)
-	return errs
-}
-
-// celSupported says whether ruleSet evaluates CEL rules.
-const celSupported = false

@@ -7,6 +7,12 @@
 //   - Compile turns a version's openAPIV3Schema into a Schema that validates (types, formats,
 //     enums, patterns, bounds, list types and map keys, int-or-string, embedded resources),
 //     prunes unknown fields and fills defaults; messages read as kube-apiserver's.
+//   - x-kubernetes-validations rules are CEL expressions (github.com/google/cel-go, the
+//     version Kubernetes v1.36 uses): ValidateCRD compiles them against CEL types declared
+//     from the schema and refuses those that do not compile or whose estimated cost is over
+//     Kubernetes' limits; each Resource keeps its compiled rules and runs them on writes,
+//     with oldSelf bound to the correlated old value on updates (cel.go, celtypes.go,
+//     cellib.go for Kubernetes' list, regex and quantity functions, celcrd.go).
 //   - NewResource makes the registry.Strategy of one served version: unstructured objects,
 //     the status/spec split of the status subresource, generation, printer columns as table
 //     rows, selectable fields, the scale subresource's paths, and the conversion of other

@@ -271,12 +271,12 @@ func (r *Resource) ValidateObject(o, oldo registry.Object) field.ErrorList {
 		if md, ok := r.schema.Properties["metadata"]; ok {
 			errs = append(errs, validateMetadataFields(md, u)...)
 		}
-		if r.rules != nil && len(errs) == 0 {
+		if r.rules != nil {
 			var oldObj map[string]any
 			if old != nil {
 				oldObj = old.Object
 			}
-			errs = append(errs, r.rules.validate(u.Object, oldObj)...)
+			errs = append(errs, r.rules.validateUnlessBlocked(errs, u.Object, oldObj)...)
 		}
 	}
 	return errs

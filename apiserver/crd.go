@@ -462,6 +462,7 @@ func finalizersOnDelete(res *resource, cur storage.Object, opts *metav1.DeleteOp
 	return f
 }
 
-// resourcesChanged is called when CRDs add or remove served resources.
-// TODO(issue 13): invalidate the cached discovery and OpenAPI documents here.
-func (s *Server) resourcesChanged() {}
+// resourcesChanged is called when CRDs add or remove served resources: the discovery
+// documents are built again on the next request.
+// TODO(issue 13): invalidate the cached OpenAPI documents here too.
+func (s *Server) resourcesChanged() { s.discoveryChanged() }

@@ -2,7 +2,6 @@ package garbagecollector
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,14 +42,7 @@ func startWith(t *testing.T, hide func(schema.GroupVersionResource) bool) *Contr
 		t.Fatal(err)
 	}
 	if hide != nil {
-		ctrl.serverResources = func(ctx context.Context) ([]*metav1.APIResourceList, error) {
-			lists, err := c.ServerResources(ctx)
-			for _, l := range lists {
-				gv, _ := schema.ParseGroupVersion(l.GroupVersion)
-				l.APIResources = slices.DeleteFunc(l.APIResources, func(r metav1.APIResource) bool { return hide(gv.WithResource(r.Name)) })
-			}
-			return lists, err
-		}
+		ctrl.serverResources = testserver.Discovery(c, hide)
 	}
 	testserver.RunControllers(t, cctx, ctrl)
 	return ctrl

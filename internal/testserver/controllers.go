@@ -2,6 +2,7 @@ package testserver
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // StartControllers builds the controllers of entries on a new Context over c (each with its
@@ -91,5 +94,21 @@ func CheckOptions[O controller.Options](t testing.TB, defaults func() O, cases .
 		case tc.Flag != "" && (len(errs) != 1 || !strings.Contains(errs[0].Error(), tc.Flag)):
 			t.Errorf("%s: errors %v, want one naming %s", tc.Name, errs, tc.Flag)
 		}
+	}
+}
+
+// Discovery returns c's discovery (ServerResources) without the resources hide picks, for
+// tests of controllers that learn resources from discovery: flipping what hide picks while
+// they run shows a resource appearing or going away, as a custom resource would.
+func Discovery(c *client.Client, hide func(schema.GroupVersionResource) bool) func(context.Context) ([]*metav1.APIResourceList, error) {
+	return func(ctx context.Context) ([]*metav1.APIResourceList, error) {
+		lists, err := c.ServerResources(ctx)
+		for _, l := range lists {
+			gv, _ := schema.ParseGroupVersion(l.GroupVersion)
+			l.APIResources = slices.DeleteFunc(l.APIResources, func(r metav1.APIResource) bool {
+				return hide(gv.WithResource(strings.Split(r.Name, "/")[0]))
+			})
+		}
+		return lists, err
 	}
 }

@@ -47,13 +47,24 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_, _ = w.Write(data)
 }
 
-// groupVersions lists the served group versions, core first, then groups by name; a group
-// served at several versions has them in registry order, its preferred one first.
+// groupVersions lists the served group versions, core first, then the built-in groups by
+// name, then the groups only custom resources are in by name (as kube-apiserver lists them
+// after its own, so that kubectl resolves a name both have to the built-in resource); a group
+// served at several versions has them in servedResources' order, its preferred one first.
 func (s *Server) groupVersions() []schema.GroupVersion {
+	return groupVersionsOf(s.servedResources())
+}
+
+func groupVersionsOf(served []*resource) []schema.GroupVersion {
 	seen := map[schema.GroupVersion]bool{}
+	builtIn := map[string]bool{authenticationV1.Group: true, metricsGV.Group: true}
 	var out []schema.GroupVersion
-	for _, r := range s.servedResources() {
-		if gv := r.info.GroupVersion; !seen[gv] {
+	for _, r := range served {
+		gv := r.info.GroupVersion
+		if r.custom == nil {
+			builtIn[gv.Group] = true
+		}
+		if !seen[gv] {
 			seen[gv] = true
 			out = append(out, gv)
 		}
@@ -61,7 +72,12 @@ func (s *Server) groupVersions() []schema.GroupVersion {
 	// authentication.k8s.io has only reviews, which are answered, not stored.
 	out = append(out, authenticationV1)
 	out = append(out, metricsGV) // served without storage (metrics.go)
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Group < out[j].Group })
+	sort.SliceStable(out, func(i, j int) bool {
+		if bi, bj := builtIn[out[i].Group], builtIn[out[j].Group]; bi != bj {
+			return bi
+		}
+		return out[i].Group < out[j].Group
+	})
 	return out
 }
 
@@ -129,10 +145,14 @@ var (
 func (s *Server) discoveredGroupVersions() []discoveredGroupVersion {
 	var out []discoveredGroupVersion
 	served := s.servedResources()
-	for _, gv := range s.groupVersions() {
+	for _, gv := range groupVersionsOf(served) {
 		d := discoveredGroupVersion{gv: gv}
 		for _, r := range served {
-			if r.info.GroupVersion == gv {
+			switch {
+			case r.info.GroupVersion != gv:
+			case r.custom != nil:
+				d.resources = append(d.resources, describeCustomResource(r.info))
+			default:
 				d.resources = append(d.resources, s.describeResource(r.info))
 			}
 		}
@@ -198,6 +218,31 @@ func (s *Server) describeResource(info *registry.Info) apidiscoveryv2.APIResourc
 	return d
 }
 
+// customVerbs are a custom resource's verbs in the order kube-apiserver lists them.
+var customVerbs = []string{"delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"}
+
+// describeCustomResource is the aggregated discovery entry of a custom resource, as
+// kube-apiserver writes those: the kind with its group and version, status before scale.
+func describeCustomResource(info *registry.Info) apidiscoveryv2.APIResourceDiscovery {
+	scope := apidiscoveryv2.ScopeCluster
+	if info.Namespaced {
+		scope = apidiscoveryv2.ScopeNamespace
+	}
+	own := metav1.GroupVersionKind{Group: info.GroupVersion.Group, Version: info.GroupVersion.Version, Kind: info.Kind}
+	d := apidiscoveryv2.APIResourceDiscovery{
+		Resource: info.Resource, SingularResource: info.Singular, Scope: scope, ResponseKind: &own,
+		Verbs: customVerbs, ShortNames: info.ShortNames, Categories: info.Categories,
+	}
+	if info.Status {
+		d.Subresources = append(d.Subresources, apidiscoveryv2.APISubresourceDiscovery{Subresource: "status", ResponseKind: &own, Verbs: statusVerbs})
+	}
+	if info.Scale {
+		d.Subresources = append(d.Subresources, apidiscoveryv2.APISubresourceDiscovery{Subresource: "scale",
+			ResponseKind: &metav1.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}, Verbs: statusVerbs})
+	}
+	return d
+}
+
 // discoveredResources turns resources described the legacy way (no subresources) into
 // aggregated entries.
 func discoveredResources(in []metav1.APIResource) []apidiscoveryv2.APIResourceDiscovery {
@@ -215,24 +260,30 @@ func discoveredResources(in []metav1.APIResource) []apidiscoveryv2.APIResourceDi
 }
 
 // legacyResources is the legacy resource list of one group version: each resource, then each
-// of its subresources as "<resource>/<subresource>", sorted by name.
+// of its subresources as "<resource>/<subresource>"; a kind names its group and version only
+// when they are not the list's.
 func legacyResources(d discoveredGroupVersion) *metav1.APIResourceList {
 	list := &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: d.gv.String()}
+	kind := func(k *metav1.GroupVersionKind) (group, version, kind string) {
+		if k.Group == d.gv.Group && k.Version == d.gv.Version {
+			return "", "", k.Kind
+		}
+		return k.Group, k.Version, k.Kind
+	}
 	for _, r := range d.resources {
 		namespaced := r.Scope == apidiscoveryv2.ScopeNamespace
+		g, v, k := kind(r.ResponseKind)
 		list.APIResources = append(list.APIResources, metav1.APIResource{
-			Name: r.Resource, SingularName: r.SingularResource, Namespaced: namespaced,
-			Group: r.ResponseKind.Group, Version: r.ResponseKind.Version, Kind: r.ResponseKind.Kind,
+			Name: r.Resource, SingularName: r.SingularResource, Namespaced: namespaced, Group: g, Version: v, Kind: k,
 			Verbs: r.Verbs, ShortNames: r.ShortNames, Categories: r.Categories,
 		})
 		for _, sub := range r.Subresources {
+			g, v, k := kind(sub.ResponseKind)
 			list.APIResources = append(list.APIResources, metav1.APIResource{
-				Name: r.Resource + "/" + sub.Subresource, Namespaced: namespaced,
-				Group: sub.ResponseKind.Group, Version: sub.ResponseKind.Version, Kind: sub.ResponseKind.Kind, Verbs: sub.Verbs,
+				Name: r.Resource + "/" + sub.Subresource, Namespaced: namespaced, Group: g, Version: v, Kind: k, Verbs: sub.Verbs,
 			})
 		}
 	}
-	sort.SliceStable(list.APIResources, func(i, j int) bool { return list.APIResources[i].Name < list.APIResources[j].Name })
 	return list
 }
 

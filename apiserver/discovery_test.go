@@ -10,6 +10,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/kplane/kplane/internal/testserver"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -344,4 +347,60 @@ func TestKubectlAggregatedDiscovery(t *testing.T) {
 	if out := run("-n", ns, "get", "all"); !strings.Contains(out, "No resources") && out != "" {
 		t.Errorf("kubectl get all (the 'all' category) in an empty namespace: %q", out)
 	}
+}
+
+// TestDiscoveryFollowsCustomResources: a CRD's resources appear in every discovery document
+// (with a new ETag) once it is served, described as kube-apiserver v1.36 describes custom
+// resources and listed after the built-in groups, and go away with it.
+func TestDiscoveryFollowsCustomResources(t *testing.T) {
+	crd := map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "gizmos.aaa.example.com"},
+		"spec": map[string]any{
+			"group": "aaa.example.com", "scope": "Namespaced",
+			"names": map[string]any{"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo", "shortNames": []string{"gz"}},
+			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
+				"schema":       map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+				"subresources": map[string]any{"status": map[string]any{}}}},
+		},
+	}
+	before := do(t, "GET", "/apis", nil, "Accept", acceptAggregated).header.Get("ETag")
+	if r := do(t, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd); r.code != http.StatusCreated {
+		t.Fatalf("create CRD: %d %s", r.code, r.body)
+	}
+	var doc apidiscoveryv2.APIGroupDiscoveryList
+	var r response
+	testserver.Eventually(t, "the custom resource in discovery", 15*time.Second, func() bool {
+		r = do(t, "GET", "/apis", nil, "Accept", acceptAggregated)
+		return strings.Contains(string(r.body), `"aaa.example.com"`)
+	})
+	if r.header.Get("ETag") == before {
+		t.Error("the ETag did not change with the served resources")
+	}
+	if err := json.Unmarshal(r.body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	last := doc.Items[len(doc.Items)-1]
+	if last.Name != "aaa.example.com" {
+		t.Errorf("last group %q: custom groups come after the built-in ones (apps and the others sort after aaa)", last.Name)
+	}
+	got, _ := json.Marshal(last.Versions[0].Resources)
+	want := `[{"resource":"gizmos","responseKind":{"group":"aaa.example.com","version":"v1","kind":"Gizmo"},"scope":"Namespaced",` +
+		`"singularResource":"gizmo","verbs":["delete","deletecollection","get","list","patch","create","update","watch"],"shortNames":["gz"],` +
+		`"subresources":[{"subresource":"status","responseKind":{"group":"aaa.example.com","version":"v1","kind":"Gizmo"},"verbs":["get","patch","update"]}]}]`
+	if string(got) != want {
+		t.Errorf("custom resource entry\n%s\nwant\n%s", got, want)
+	}
+	legacy := do(t, "GET", "/apis/aaa.example.com/v1", nil)
+	if legacy.code != 200 || !strings.Contains(string(legacy.body), `"name":"gizmos/status","singularName":"","namespaced":true,"kind":"Gizmo"`) {
+		t.Errorf("legacy list: %d %s", legacy.code, legacy.body)
+	}
+
+	if r := do(t, "DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gizmos.aaa.example.com", nil); r.code != http.StatusOK {
+		t.Fatalf("delete CRD: %d %s", r.code, r.body)
+	}
+	testserver.Eventually(t, "the custom resource gone from discovery", 15*time.Second, func() bool {
+		return !strings.Contains(string(do(t, "GET", "/apis", nil, "Accept", acceptAggregated).body), `"aaa.example.com"`) &&
+			do(t, "GET", "/apis/aaa.example.com/v1", nil).code == http.StatusNotFound
+	})
 }

@@ -117,8 +117,11 @@ func (c *Client) ServerResources(ctx context.Context) ([]*metav1.APIResourceList
 func resourceList(gv schema.GroupVersion, resources []apidiscoveryv2.APIResourceDiscovery) *metav1.APIResourceList {
 	list := &metav1.APIResourceList{GroupVersion: gv.String()}
 	kind := func(k *metav1.GroupVersionKind) (group, version, kind string) {
-		if k == nil {
+		switch {
+		case k == nil:
 			return "", "", ""
+		case k.Group == gv.Group && k.Version == gv.Version:
+			return "", "", k.Kind // the legacy form names only other group versions
 		}
 		return k.Group, k.Version, k.Kind
 	}

@@ -2,6 +2,7 @@ package apiserver_test
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -172,7 +173,7 @@ func TestAggregatedDiscoveryDocument(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("%s: got %q, want %q", tc.resource, got, tc.want)
 		}
-		if subs := subresources(r); !mapsEqual(subs, tc.subresources) {
+		if subs := subresources(r); !maps.Equal(subs, tc.subresources) {
 			t.Errorf("%s subresources: got %v, want %v", tc.resource, subs, tc.subresources)
 		}
 	}
@@ -188,18 +189,6 @@ func TestAggregatedDiscoveryDocument(t *testing.T) {
 			}
 		}
 	}
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // countingTransport counts requests and records the content types of the answers.

@@ -101,3 +101,40 @@ func TestResourceAppearsAtRediscovery(t *testing.T) {
 		t.Error("limitranges still watched after discovery stopped listing them")
 	}
 }
+
+// TestCollectsCustomResource: a CRD defined while the collector runs is watched from its next
+// discovery on, without a restart; a custom object whose owner is gone is collected, and a
+// custom object owning a ConfigMap takes it along when it is deleted.
+func TestCollectsCustomResource(t *testing.T) {
+	ctrl := start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	waitFor(t, "the collector to start watching", func() bool { return len(ctrl.watchedResources()) > 0 })
+	gvr := testserver.CustomResource(t, c, "gc.example.com", "widgets", "Widget")
+	ctrl.rediscover(ctx) // what the periodic pass does
+	if !slices.Contains(ctrl.watchedResources(), gvr) {
+		t.Fatalf("%s not watched after discovery lists it", gvr)
+	}
+	ns := testserver.Namespace(t, c, "gc-crd")
+	cm, err := client.Resource[*corev1.ConfigMap](c, "configmaps").Namespace(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testserver.CreateCustomObject(t, c, gvr, "Widget", ns, map[string]any{"metadata": map[string]any{"name": "dep",
+		"ownerReferences": []metav1.OwnerReference{owner("v1", "ConfigMap", "owner", cm, false)}}})
+	w := testserver.CreateCustomObject(t, c, gvr, "Widget", ns, map[string]any{"metadata": map[string]any{"name": "owner"}})
+	configMap(t, ns, "owned", nil, owner(gvr.GroupVersion().String(), "Widget", "owner", w, false))
+
+	widgets := client.Metadata(c, gvr).Namespace(ns)
+	if err := client.Resource[*corev1.ConfigMap](c, "configmaps").Namespace(ns).Delete(ctx, "owner", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the Widget to be collected", func() bool {
+		_, err := widgets.Get(ctx, "dep")
+		return client.IsNotFound(err)
+	})
+	if err := widgets.Delete(ctx, "owner", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the Widget's ConfigMap to be collected", gone[*corev1.ConfigMap](t, "configmaps", ns, "owned"))
+}

@@ -13,12 +13,14 @@ import (
 )
 
 // TestEveryDiscoveredResourceEmptied: a deleted namespace loses its objects of every
-// namespaced resource discovery lists, whichever they are: once the namespace is gone,
+// namespaced resource discovery lists, whichever they are, custom ones included: once the namespace is gone,
 // listing each such resource there (as metadata) finds nothing.
 func TestEveryDiscoveredResourceEmptied(t *testing.T) {
 	ctx := context.Background()
 	start(t, c)
+	widgets := testserver.CustomResource(t, c, "ns.example.com", "widgets", "Widget")
 	ns := testserver.Namespace(t, c, "nsctl-all-")
+	testserver.CreateCustomObject(t, c, widgets, "Widget", ns, map[string]any{"metadata": map[string]any{"name": "w"}})
 	create := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -48,11 +50,12 @@ func TestEveryDiscoveredResourceEmptied(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checked := 0
+	checked, sawCustom := 0, false
 	for _, r := range client.FilterResources(lists, "list") {
 		if !r.Namespaced {
 			continue
 		}
+		sawCustom = sawCustom || r.GroupVersionResource == widgets
 		left, err := client.Metadata(c, r.GroupVersionResource).Namespace(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Errorf("%s: %v", r.GroupVersionResource, err)
@@ -63,7 +66,7 @@ func TestEveryDiscoveredResourceEmptied(t *testing.T) {
 			t.Errorf("%s %s left in the deleted namespace", r.GroupVersionResource, o.Name)
 		}
 	}
-	if checked < 10 {
-		t.Errorf("only %d namespaced resources checked", checked)
+	if checked < 10 || !sawCustom {
+		t.Errorf("%d namespaced resources checked, the custom one among them: %v", checked, sawCustom)
 	}
 }

@@ -69,3 +69,23 @@ func TestCountsResourceThatAppears(t *testing.T) {
 		t.Error("configmaps still counted after discovery stopped listing them")
 	}
 }
+
+// TestCountsCustomResource: a CRD defined while the controller runs is counted
+// (count/<resource>.<group>) from its next discovery on, without a restart.
+func TestCountsCustomResource(t *testing.T) {
+	ctrl := start(t, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	gvr := testserver.CustomResource(t, c, "quota.example.com", "widgets", "Widget")
+	ns := testserver.Namespace(t, c, "quota-crd-")
+	for _, name := range []string{"a", "b"} {
+		testserver.CreateCustomObject(t, c, gvr, "Widget", ns, map[string]any{"metadata": map[string]any{"name": name}})
+	}
+	createQuota(t, ns, "q", []string{"count/widgets.quota.example.com=5", "count/secrets=5"})
+	ctrl.rediscover(ctx) // what the periodic pass does
+	waitUsed(t, ns, "q", "count/widgets.quota.example.com=2", "count/secrets=0")
+	if err := client.Metadata(c, gvr).Namespace(ns).Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUsed(t, ns, "q", "count/widgets.quota.example.com=1", "count/secrets=0")
+}

@@ -469,6 +469,9 @@ func finalizersOnDelete(res *resource, cur storage.Object, opts *metav1.DeleteOp
 	return f
 }
 
-// resourcesChanged is called when CRDs add or remove served resources.
-// TODO(issue 13): invalidate the cached discovery documents here too.
-func (s *Server) resourcesChanged() { s.openapi.invalidate() }
+// resourcesChanged is called when CRDs add or remove served resources: the discovery and
+// OpenAPI documents are built again on the next request.
+func (s *Server) resourcesChanged() {
+	s.discoveryChanged()
+	s.openapi.invalidate()
+}

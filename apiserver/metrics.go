@@ -41,11 +41,6 @@ var metricsResources = []metav1.APIResource{
 	{Name: "pods", Namespaced: true, Kind: "PodMetrics", Verbs: metav1.Verbs{"get", "list"}},
 }
 
-func serveMetricsResourceList(w http.ResponseWriter) {
-	writeJSON(w, http.StatusOK, &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
-		GroupVersion: metricsGV.String(), APIResources: metricsResources})
-}
-
 // serveMetrics answers /apis/metrics.k8s.io/v1beta1/nodes[/<name>] and
 // [namespaces/<ns>/]pods[/<name>]; parts are the path after the version and namespace.
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request, ns string, parts []string, watch bool) {

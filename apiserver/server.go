@@ -1,6 +1,8 @@
 // Package apiserver serves the Kubernetes API over HTTP from the resources in registry, stored in
 // etcd through storage: discovery, OpenAPI, the REST verbs, watch streams, tables and errors as
-// metav1.Status. Requests are authenticated first (package authentication: the token file,
+// metav1.Status. Discovery serves the legacy documents and, to clients that ask for it, the
+// aggregated apidiscovery.k8s.io/v2 ones (with ETags), all from one snapshot of the served
+// resources that discoveryChanged invalidates (discovery.go). Requests are authenticated first (package authentication: the token file,
 // service-account tokens); identity.go serves the TokenRequest, TokenReview and
 // SelfSubjectReview APIs and runs the ServiceAccount admission of new pods (package
 // serviceaccount). A plain-HTTP loopback server answers TLS on the same port too (listener.go),
@@ -84,6 +86,10 @@ type Server struct {
 	metrics *metricsSampler
 	// streams are the connections of exec, attach and port-forward sessions (stream.go).
 	streams streamConns
+	// discovery is the snapshot every discovery document is served from; nil after
+	// discoveryChanged until the next discovery request builds it again (discovery.go).
+	discoveryMu sync.Mutex
+	discovery   *discoverySnapshot
 }
 
 // New builds the server's resources and stores; Run starts them.
@@ -195,11 +201,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes+1)
 	switch {
 	case path == "" || path == "/":
-		writeJSON(w, http.StatusOK, map[string]any{"paths": s.rootPaths()})
-	case path == "/api":
-		s.serveAPIVersions(w, r)
-	case path == "/apis":
-		s.serveAPIGroupList(w)
+		writeJSON(w, http.StatusOK, map[string]any{"paths": s.discoveryDocs().paths})
+	case path == "/api" || path == "/apis":
+		s.serveDiscovery(w, r, path)
 	case strings.HasPrefix(path, "/openapi/"):
 		s.serveOpenAPI(w, r, path)
 	case s.cfg.Profiling && strings.HasPrefix(r.URL.Path, "/debug/pprof"):
@@ -209,7 +213,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(path, "/apis/"):
 		parts := strings.Split(strings.TrimPrefix(path, "/apis/"), "/")
 		if len(parts) == 1 {
-			s.serveAPIGroup(w, parts[0])
+			s.serveDiscovery(w, r, path)
 			return
 		}
 		s.serveAPI(w, r, parts[0], parts[1:])
@@ -231,7 +235,11 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, group string, 
 	gv := schema.GroupVersion{Group: group, Version: parts[0]}
 	parts = parts[1:]
 	if len(parts) == 0 {
-		s.serveResourceList(w, gv)
+		path := "/apis/" + gv.String()
+		if group == "" {
+			path = "/api/" + gv.Version
+		}
+		s.serveDiscovery(w, r, path)
 		return
 	}
 	watchPath := false

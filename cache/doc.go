@@ -2,6 +2,9 @@
 //
 // Objects flow reflector → DeltaFIFO → process loop → Indexer. Everything here is generic over
 // the object type (a k8s.io/api pointer such as *corev1.Pod), so callers never type-assert.
+// Controllers that handle every resource the server serves, known only from discovery, get an
+// AnyInformer per resource from Factory.ForResource: the typed informer when one exists, else
+// one of the objects' metadata (PartialObjectMetadata).
 //
 // The behaviour of DeltaFIFO and Indexer matches client-go's tools/cache (DeltaFIFO with
 // EmitDeltaTypeReplaced and an indexer as known objects; NewIndexer with MetaNamespaceKeyFunc);

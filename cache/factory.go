@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/kplane/kplane/client"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Factory shares one informer per resource among every user in a process (every controller of
@@ -17,6 +18,8 @@ type Factory struct {
 
 	mu        sync.Mutex
 	informers map[string]any // resource/type → *Informer[T]
+	// resources are the same informers by group version and resource, for ForResource.
+	resources map[schema.GroupVersionResource]AnyInformer
 	pending   []func(context.Context)
 	synced    []func() bool
 	wg        sync.WaitGroup
@@ -24,7 +27,7 @@ type Factory struct {
 
 // NewFactory makes a factory whose informers read through c, across all namespaces or only ns.
 func NewFactory(c *client.Client, ns string) *Factory {
-	return &Factory{c: c, namespace: ns, informers: map[string]any{}}
+	return &Factory{c: c, namespace: ns, informers: map[string]any{}, resources: map[schema.GroupVersionResource]AnyInformer{}}
 }
 
 // For returns the factory's informer for resource (plural name, "pods") of objects T, making it
@@ -39,10 +42,22 @@ func For[T Object](f *Factory, resource string, opts ...InformerOption[T]) *Info
 	}
 	lw := client.Resource[T](f.c, resource).Namespace(f.namespace)
 	inf := NewInformer(fmt.Sprint(resource), lw, opts...)
+	f.addLocked(key, lw.GroupVersionKind().GroupVersion().WithResource(resource), inf)
+	return inf
+}
+
+// addLocked adds a new informer under key (and under gvr, unless one is there already), to be
+// run by the next Start.
+func (f *Factory) addLocked(key string, gvr schema.GroupVersionResource, inf interface {
+	AnyInformer
+	Run(context.Context)
+}) {
 	f.informers[key] = inf
+	if _, ok := f.resources[gvr]; !ok {
+		f.resources[gvr] = inf
+	}
 	f.pending = append(f.pending, inf.Run)
 	f.synced = append(f.synced, inf.HasSynced)
-	return inf
 }
 
 // Start runs every informer not running yet, until ctx is cancelled.

@@ -4,11 +4,17 @@
 //	c, err := client.FromKubeconfig("")
 //	pods := client.Resource[*corev1.Pod](c, "pods").Namespace("default")
 //	p, err := pods.Get(ctx, "web-1")
+//
+// For resources whose Go type a program does not know (custom resources, or every resource
+// at once), ServerResources discovers what the server serves (from the aggregated discovery
+// documents, cached by ETag) and Metadata gives a handle that reads, watches, patches and
+// deletes any resource's objects as PartialObjectMetadata.
 package client
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -59,6 +65,9 @@ type Client struct {
 	userAgent string
 	timeout   time.Duration
 	caData    []byte
+	// discovery keeps the last aggregated discovery documents, shared by the copies
+	// WithUserAgent makes.
+	discovery *discoveryCache
 }
 
 // New makes a client from cfg.
@@ -71,7 +80,8 @@ func New(cfg Config) (*Client, error) {
 	if transport == nil {
 		transport = http.DefaultTransport
 	}
-	c := &Client{host: host, http: &http.Client{Transport: transport}, userAgent: cfg.UserAgent, timeout: cfg.Timeout, caData: cfg.CAData}
+	c := &Client{host: host, http: &http.Client{Transport: transport}, userAgent: cfg.UserAgent, timeout: cfg.Timeout, caData: cfg.CAData,
+		discovery: &discoveryCache{}}
 	if c.userAgent == "" {
 		c.userAgent = "kplane"
 	}
@@ -183,7 +193,9 @@ type request struct {
 	query       url.Values
 	body        []byte
 	contentType string
-	accept      string // empty: protobuf, else JSON
+	accept      string // empty: protobuf, then JSON
+	// ifNoneMatch is the ETag of the answer the client holds already.
+	ifNoneMatch string
 }
 
 // idempotent requests may be sent again after a connection error.
@@ -221,6 +233,9 @@ func (c *Client) do(ctx context.Context, req *request) (*http.Response, error) {
 			hreq.Header.Set("Accept", accept)
 		}
 		hreq.Header.Set("User-Agent", c.userAgent)
+		if req.ifNoneMatch != "" {
+			hreq.Header.Set("If-None-Match", req.ifNoneMatch)
+		}
 		if req.contentType != "" {
 			hreq.Header.Set("Content-Type", req.contentType)
 		}
@@ -303,10 +318,27 @@ func (c *Client) Healthz(ctx context.Context) error {
 	return nil
 }
 
+// isMetadataOnly reports whether into is the metadata-only form of objects or lists.
+func isMetadataOnly(into runtime.Object) bool {
+	switch into.(type) {
+	case *metav1.PartialObjectMetadata, *metav1.PartialObjectMetadataList:
+		return true
+	}
+	return false
+}
+
 func decode(contentType string, data []byte, into runtime.Object) error {
 	mt := contentType
 	if mt != mimeProtobuf && mt != mimeJSON {
 		mt, _, _ = mime.ParseMediaType(contentType)
+	}
+	if mt == mimeJSON && isMetadataOnly(into) {
+		// Whatever the server sent (the metadata only, or the whole object or list when it
+		// ignored the Accept header), its metadata is what is kept.
+		if err := json.Unmarshal(data, into); err != nil {
+			return fmt.Errorf("client: decode %s response: %w", mt, err)
+		}
+		return nil
 	}
 	if mt == mimeProtobuf {
 		if done, err := decodeProtobuf(data, into, nil, nil); done {

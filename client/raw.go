@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -42,51 +41,6 @@ func (c *Client) Raw(ctx context.Context, method, path string, query url.Values,
 		return nil, errorFromResponse(resp, data)
 	}
 	return data, nil
-}
-
-// ServerResources returns the resource lists of discovery: /api/v1 first, then the preferred
-// version of every group under /apis, in the server's order.
-func (c *Client) ServerResources(ctx context.Context) ([]*metav1.APIResourceList, error) {
-	get := func(path string, into any) error {
-		data, err := c.Raw(ctx, http.MethodGet, path, nil, nil)
-		if err != nil {
-			return err
-		}
-		if err := json.Unmarshal(data, into); err != nil {
-			return fmt.Errorf("client: decode %s: %w", path, err)
-		}
-		return nil
-	}
-	core := &metav1.APIResourceList{}
-	if err := get("/api/v1", core); err != nil {
-		return nil, err
-	}
-	if core.GroupVersion == "" {
-		core.GroupVersion = "v1"
-	}
-	out := []*metav1.APIResourceList{core}
-	var groups metav1.APIGroupList
-	if err := get("/apis", &groups); err != nil {
-		return nil, err
-	}
-	for _, g := range groups.Groups {
-		gv := g.PreferredVersion.GroupVersion
-		if gv == "" && len(g.Versions) > 0 {
-			gv = g.Versions[0].GroupVersion
-		}
-		if gv == "" {
-			continue
-		}
-		list := &metav1.APIResourceList{}
-		if err := get("/apis/"+gv, list); err != nil {
-			return nil, err
-		}
-		if list.GroupVersion == "" {
-			list.GroupVersion = gv
-		}
-		out = append(out, list)
-	}
-	return out, nil
 }
 
 // UpdateSubresource replaces obj through one of its subresources ("status", "finalize").

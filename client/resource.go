@@ -28,8 +28,11 @@ type Object interface {
 type Typed[T Object] struct {
 	c         *Client
 	gvk       schema.GroupVersionKind
+	gv        schema.GroupVersion // of the resource's path; gvk's but for a Metadata handle
 	resource  string
 	namespace string
+	// metadata: a handle of Metadata, asking for objects as PartialObjectMetadata.
+	metadata bool
 }
 
 // Resource returns the handle for resource (the plural name, "pods") whose objects are T. T's
@@ -41,7 +44,33 @@ func Resource[T Object](c *Client, resource string) *Typed[T] {
 	if err != nil || len(kinds) == 0 {
 		panic(fmt.Sprintf("client: %T is not in the scheme: %v", zero, err))
 	}
-	return &Typed[T]{c: c, gvk: kinds[0], resource: resource}
+	return &Typed[T]{c: c, gvk: kinds[0], gv: kinds[0].GroupVersion(), resource: resource}
+}
+
+// metadataGVK is the kind of a Metadata handle's objects.
+var metadataGVK = metav1.SchemeGroupVersion.WithKind("PartialObjectMetadata")
+
+// Metadata returns a handle for any resource, whose Go type the program need not know: its
+// objects are read as their metadata only (PartialObjectMetadata), which is all that
+// controllers handling every resource (the garbage collector, quota, namespace deletion)
+// need. Get, List, Watch, Patch and Delete work; Create and Update, which need the whole
+// object, do not.
+func Metadata(c *Client, gvr schema.GroupVersionResource) *Typed[*metav1.PartialObjectMetadata] {
+	return &Typed[*metav1.PartialObjectMetadata]{c: c, gvk: metadataGVK, gv: gvr.GroupVersion(), resource: gvr.Resource, metadata: true}
+}
+
+// accept is the Accept header of a read: empty (protobuf, then JSON) for a typed handle; the
+// metadata-only form for a Metadata handle, then plain JSON, which decode reduces to the
+// metadata should a server ignore the first.
+func (r *Typed[T]) accept(list bool) string {
+	if !r.metadata {
+		return ""
+	}
+	as := "PartialObjectMetadata"
+	if list {
+		as += "List"
+	}
+	return mimeJSON + ";as=" + as + ";g=meta.k8s.io;v=v1," + mimeJSON
 }
 
 // Namespace returns a handle limited to namespace ns ("" = all namespaces).
@@ -56,10 +85,10 @@ func (r *Typed[T]) GroupVersionKind() schema.GroupVersionKind { return r.gvk }
 
 func (r *Typed[T]) path(name string, subresource ...string) string {
 	var b strings.Builder
-	if r.gvk.Group == "" {
-		b.WriteString("/api/" + r.gvk.Version)
+	if r.gv.Group == "" {
+		b.WriteString("/api/" + r.gv.Version)
 	} else {
-		b.WriteString("/apis/" + r.gvk.Group + "/" + r.gvk.Version)
+		b.WriteString("/apis/" + r.gv.Group + "/" + r.gv.Version)
 	}
 	if r.namespace != "" {
 		b.WriteString("/namespaces/" + r.namespace)
@@ -86,7 +115,7 @@ func (r *Typed[T]) Get(ctx context.Context, name string, opts ...metav1.GetOptio
 		return *new(T), err
 	}
 	obj := r.newObject()
-	if err := r.c.call(ctx, &request{method: http.MethodGet, path: r.path(name), query: q}, obj); err != nil {
+	if err := r.c.call(ctx, &request{method: http.MethodGet, path: r.path(name), query: q, accept: r.accept(false)}, obj); err != nil {
 		return *new(T), err
 	}
 	return obj, nil
@@ -110,7 +139,7 @@ func (r *Typed[T]) List(ctx context.Context, opts metav1.ListOptions) (*List[T],
 	if err != nil {
 		return nil, fmt.Errorf("client: no list type for %s: %w", r.gvk.Kind, err)
 	}
-	contentType, data, err := r.c.callRaw(ctx, &request{method: http.MethodGet, path: r.path(""), query: q})
+	contentType, data, err := r.c.callRaw(ctx, &request{method: http.MethodGet, path: r.path(""), query: q, accept: r.accept(true)})
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +254,7 @@ func (r *Typed[T]) Patch(ctx context.Context, name string, pt types.PatchType, d
 		return *new(T), err
 	}
 	out := r.newObject()
-	req := &request{method: http.MethodPatch, path: r.path(name, subresource...), query: q, body: data, contentType: string(pt)}
+	req := &request{method: http.MethodPatch, path: r.path(name, subresource...), query: q, body: data, contentType: string(pt), accept: r.accept(false)}
 	if err := r.c.call(ctx, req, out); err != nil {
 		return *new(T), err
 	}

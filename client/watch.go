@@ -50,7 +50,7 @@ func (r *Typed[T]) Watch(ctx context.Context, opts metav1.ListOptions) (*Watch[T
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	resp, err := r.c.do(ctx, &request{method: http.MethodGet, path: r.path(""), query: q})
+	resp, err := r.c.do(ctx, &request{method: http.MethodGet, path: r.path(""), query: q, accept: r.accept(false)})
 	if err != nil {
 		cancel()
 		return nil, err

@@ -3,6 +3,7 @@
 package scheme
 
 import (
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -35,7 +36,7 @@ func init() {
 	for _, add := range []func(*runtime.Scheme) error{
 		corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme, discoveryv1.AddToScheme, coordinationv1.AddToScheme,
 		autoscalingv1.AddToScheme, autoscalingv2.AddToScheme, authenticationv1.AddToScheme, storagev1.AddToScheme, policyv1.AddToScheme,
-		apiextv1.AddToScheme,
+		apiextv1.AddToScheme, apidiscoveryv2.AddToScheme,
 	} {
 		utilruntime.Must(add(Scheme))
 	}

@@ -6,7 +6,10 @@
 // removed at once and its dependents, their owners now gone, are collected afterwards.
 //
 // It keeps a graph of every object of the served kinds (UID → owners, owner UID → dependents)
-// from the shared informers, and queues UIDs whose situation changed. A UID's sync reads the
+// and queues UIDs whose situation changed. The kinds are those discovery lists as listable,
+// watchable and deletable (events left out), asked for again every 30 seconds, so resources
+// served later (custom resources) are collected from then on; each is watched through the
+// typed informer other controllers share, or else one of the objects' metadata only. A UID's sync reads the
 // graph, checks owners the graph does not know with a live GET (an informer may lag), and acts
 // through the API: deletes with a UID precondition, JSON patches that test what they remove.
 package garbagecollector
@@ -19,7 +22,9 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
+	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
 	"github.com/kplane/kplane/reconcile"
@@ -65,38 +70,59 @@ func (o *Options) Validate() []error {
 	return nil
 }
 
+// discoveryPeriod is how often the collector asks the server what it serves (Kubernetes'
+// collector does every 30 seconds).
+const discoveryPeriod = 30 * time.Second
+
 // Controller is the garbage collector.
 type Controller struct {
-	client *client.Client
-	graph  *graph
-	kinds  map[schema.GroupKind]*kind
-	loop   *controller.Loop // its queue holds object UIDs
+	client    *client.Client
+	informers *cache.Factory
+	graph     *graph
+	loop      *controller.Loop // its queue holds object UIDs
+	// serverResources is discovery (tests narrow it to show resources appearing).
+	serverResources func(context.Context) ([]*metav1.APIResourceList, error)
+
+	mu      sync.Mutex
+	watched map[schema.GroupVersionResource]watched
+	kinds   map[schema.GroupKind]*kind // of the watched resources
+	started bool                       // the loop runs: new handlers are not waited for
 
 	unknown sync.Map // schema.GroupKind → struct{}: owner kinds not served, logged once
 }
 
-// New builds the collector on ctx's shared informers, one per served kind, and registers its
-// handlers; the caller starts the informers, then calls Run.
+// New builds the collector on ctx's shared informers. Which resources it watches it learns
+// from discovery when it runs, by which time the other controllers have made their typed
+// informers, which it then shares.
 func New(ctx *controller.Context, o *Options) (*Controller, error) {
 	if ctx == nil || ctx.Client == nil || ctx.Informers == nil {
 		return nil, errors.New("garbage collector: the context needs a client and informers")
 	}
 	c := &Controller{
-		client: ctx.Client,
-		graph:  newGraph(),
-		kinds:  map[schema.GroupKind]*kind{},
-		loop:   controller.NewLoop(ctx, Name, controller.WithWorkers(o.ConcurrentGCSyncs)),
+		client:    ctx.Client,
+		informers: ctx.Informers,
+		graph:     newGraph(),
+		watched:   map[schema.GroupVersionResource]watched{},
+		kinds:     map[schema.GroupKind]*kind{},
+		loop:      controller.NewLoop(ctx, Name, controller.WithWorkers(o.ConcurrentGCSyncs)),
 	}
-	c.watchAll(ctx.Informers)
+	c.serverResources = c.client.ServerResources
 	return c, nil
 }
 
 // Name is the controller's registry name.
 func (c *Controller) Name() string { return Name }
 
-// Run waits until every watched kind is in the graph (the loop waits for each kind's handler
-// to have seen its informer's initial list), then syncs until ctx is cancelled.
+// Run discovers the served resources and watches them, waits until every one is in the graph
+// (each handler has seen its informer's initial list), then syncs until ctx is cancelled,
+// discovering again every discoveryPeriod.
 func (c *Controller) Run(ctx context.Context) error {
+	c.rediscover(ctx)
+	c.mu.Lock()
+	c.started = true
+	c.mu.Unlock()
+	defer c.stopWatching()
+	c.loop.Every(discoveryPeriod, c.rediscover)
 	c.loop.Run(ctx, reconcile.Ignore(c.sync))
 	return nil
 }
@@ -120,7 +146,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if n == nil {
 		return nil
 	}
-	k := c.kinds[n.kind.GroupKind()]
+	k := c.kindOf(n.kind.GroupKind())
 	switch {
 	case n.deleting && n.has(metav1.FinalizerOrphanDependents):
 		return c.orphan(ctx, k, n, deps)
@@ -159,7 +185,7 @@ func (c *Controller) ownerState(ctx context.Context, n *node, r metav1.OwnerRefe
 	}
 	gv, err := schema.ParseGroupVersion(r.APIVersion)
 	gk := schema.GroupKind{Group: gv.Group, Kind: r.Kind}
-	k := c.kinds[gk]
+	k := c.kindOf(gk)
 	if err != nil || k == nil {
 		if _, seen := c.unknown.LoadOrStore(gk, struct{}{}); !seen {
 			slog.Info("garbage collector: owner kind not served, leaving its dependents alone",
@@ -188,7 +214,7 @@ func (c *Controller) ownerState(ctx context.Context, n *node, r metav1.OwnerRefe
 // orphan detaches every dependent of n, then removes n's "orphan" finalizer.
 func (c *Controller) orphan(ctx context.Context, k *kind, n *node, deps []*node) error {
 	for _, d := range deps {
-		if err := c.detach(ctx, c.kinds[d.kind.GroupKind()], d, []types.UID{n.uid}); err != nil {
+		if err := c.detach(ctx, c.kindOf(d.kind.GroupKind()), d, []types.UID{n.uid}); err != nil {
 			return fmt.Errorf("orphaning %s %s/%s: %w", d.kind.Kind, d.namespace, d.name, err)
 		}
 	}
@@ -256,7 +282,7 @@ func (c *Controller) unblock(ctx context.Context, n *node, owner types.UID) erro
 			p := fmt.Sprintf("/metadata/ownerReferences/%d", i)
 			slog.Info("garbage collector: owners in a circle, unblocking a reference", "kind", n.kind.Kind,
 				"object", n.namespace+"/"+n.name, "owner", r.Kind+"/"+r.Name)
-			return c.patch(ctx, c.kinds[n.kind.GroupKind()], n, []patchOp{{Op: "test", Path: "/metadata/uid", Value: n.uid},
+			return c.patch(ctx, c.kindOf(n.kind.GroupKind()), n, []patchOp{{Op: "test", Path: "/metadata/uid", Value: n.uid},
 				{Op: "test", Path: p + "/uid", Value: owner}, {Op: "replace", Path: p + "/blockOwnerDeletion", Value: false}})
 		}
 	}

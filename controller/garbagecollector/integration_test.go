@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 var c *client.Client
@@ -21,7 +22,14 @@ func TestMain(m *testing.M) {
 	testserver.Main(m, func(_ *testserver.Server, cl *client.Client) { c = cl })
 }
 
-func start(t *testing.T) {
+func start(t *testing.T) *Controller {
+	t.Helper()
+	return startWith(t, nil)
+}
+
+// startWith runs a collector whose discovery is narrowed by hide (nil: none), which the test
+// may change while it runs.
+func startWith(t *testing.T, hide func(schema.GroupVersionResource) bool) *Controller {
 	t.Helper()
 	cctx, err := controller.NewContext(c, nil)
 	if err != nil {
@@ -33,7 +41,11 @@ func start(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if hide != nil {
+		ctrl.serverResources = testserver.Discovery(c, hide)
+	}
 	testserver.RunControllers(t, cctx, ctrl)
+	return ctrl
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

@@ -2,90 +2,154 @@ package garbagecollector
 
 import (
 	"context"
+	"log/slog"
+	"slices"
+	"strings"
 
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
-	"github.com/kplane/kplane/controller"
-	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	batchv1 "k8s.io/api/batch/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// kind is one served resource the collector watches, with the writes it makes to its objects.
+// kind is one served resource the collector watches, with the reads and writes it makes to
+// its objects (their metadata only: that is all it looks at).
 type kind struct {
 	gvk        schema.GroupVersionKind
 	resource   string
 	namespaced bool
-	get        func(ctx context.Context, ns, name string) (metav1.Object, error)
-	delete     func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error
-	patch      func(ctx context.Context, ns, name string, pt types.PatchType, data []byte) error
+	api        *client.Typed[*metav1.PartialObjectMetadata]
 }
 
-// watchAll registers an informer handler for every resource kplane serves that can own or be
-// owned. Events are left out: nothing owns them in practice and they churn the most.
-// TODO: discover resources (ServerResources) instead of this fixed list once kplane serves more.
-func (c *Controller) watchAll(f *cache.Factory) {
-	watch[*corev1.Namespace](c, f, "namespaces", false)
-	watch[*corev1.Node](c, f, "nodes", false)
-	watch[*corev1.Pod](c, f, "pods", true)
-	watch[*corev1.Service](c, f, "services", true)
-	watch[*corev1.Endpoints](c, f, "endpoints", true)
-	watch[*corev1.ConfigMap](c, f, "configmaps", true)
-	watch[*corev1.Secret](c, f, "secrets", true)
-	watch[*corev1.ServiceAccount](c, f, "serviceaccounts", true)
-	watch[*corev1.ReplicationController](c, f, "replicationcontrollers", true)
-	watch[*discoveryv1.EndpointSlice](c, f, "endpointslices", true)
-	watch[*coordinationv1.Lease](c, f, "leases", true)
-	watch[*appsv1.ReplicaSet](c, f, "replicasets", true)
-	watch[*appsv1.Deployment](c, f, "deployments", true)
-	watch[*appsv1.DaemonSet](c, f, "daemonsets", true)
-	watch[*appsv1.StatefulSet](c, f, "statefulsets", true)
-	watch[*appsv1.ControllerRevision](c, f, "controllerrevisions", true)
-	watch[*corev1.PersistentVolume](c, f, "persistentvolumes", false)
-	watch[*corev1.PersistentVolumeClaim](c, f, "persistentvolumeclaims", true)
-	watch[*storagev1.StorageClass](c, f, "storageclasses", false)
-	watch[*batchv1.Job](c, f, "jobs", true)
-	watch[*batchv1.CronJob](c, f, "cronjobs", true)
-	watch[*policyv1.PodDisruptionBudget](c, f, "poddisruptionbudgets", true)
-	watch[*autoscalingv2.HorizontalPodAutoscaler](c, f, "horizontalpodautoscalers", true)
+func (k *kind) get(ctx context.Context, ns, name string) (metav1.Object, error) {
+	return k.api.Namespace(ns).Get(ctx, name)
 }
 
-// watch adds the resource of objects T to the collector: its informer feeds the graph, and typed
-// clients do the reads and writes.
-func watch[T cache.Object](c *Controller, f *cache.Factory, resource string, namespaced bool) {
-	api := client.Resource[T](c.client, resource)
-	gvk := api.GroupVersionKind()
-	inf := cache.For[T](f, resource)
-	k := &kind{
-		gvk:        gvk,
-		resource:   resource,
-		namespaced: namespaced,
-		get: func(ctx context.Context, ns, name string) (metav1.Object, error) {
-			return api.Namespace(ns).Get(ctx, name)
-		},
-		delete: func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
-			return api.Namespace(ns).Delete(ctx, name, opts)
-		},
-		patch: func(ctx context.Context, ns, name string, pt types.PatchType, data []byte) error {
-			_, err := api.Namespace(ns).Patch(ctx, name, pt, data, metav1.PatchOptions{})
-			return err
-		},
+func (k *kind) delete(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+	return k.api.Namespace(ns).Delete(ctx, name, opts)
+}
+
+func (k *kind) patch(ctx context.Context, ns, name string, pt types.PatchType, data []byte) error {
+	_, err := k.api.Namespace(ns).Patch(ctx, name, pt, data, metav1.PatchOptions{})
+	return err
+}
+
+// watched is a resource the collector watches: its kind and its informer handler.
+type watched struct {
+	kind *kind
+	reg  cache.Registration
+}
+
+// collectedVerbs are what a resource must support for the collector to handle its objects:
+// seeing them all and deleting them (as Kubernetes' collector requires).
+var collectedVerbs = []string{"delete", "list", "watch"}
+
+// ignored are resources the collector leaves alone, as Kubernetes' does: events, which nothing
+// owns in practice and which churn the most.
+func ignored(gvr schema.GroupVersionResource) bool {
+	return gvr.Resource == "events" && (gvr.Group == "" || gvr.Group == "events.k8s.io")
+}
+
+// rediscover asks the server what it serves and watches every resource that can be listed,
+// watched and deleted (the preferred version of each group), from the typed informer other
+// controllers share where there is one, else from one of the objects' metadata. Resources no
+// longer served stop being watched. It runs before the first sync and then every
+// discoveryPeriod, so a resource that appears later (a custom resource) is collected from the
+// next pass on, without a restart.
+func (c *Controller) rediscover(ctx context.Context) {
+	lists, err := c.serverResources(ctx)
+	if err != nil {
+		// Kept as they are: a failed discovery says nothing about what stopped being served.
+		slog.Warn("garbage collector: discovery failed, watching the resources found before", "err", err)
+		return
 	}
-	// The graph needs every change, and its keys are UIDs: a handler of its own.
-	controller.Watch(c.loop, inf, cache.Handler[T]{
-		OnAdd:    func(obj T, _ bool) { c.observe(nodeOf(obj, gvk)) },
-		OnUpdate: func(_, obj T) { c.observe(nodeOf(obj, gvk)) },
-		OnDelete: func(obj T, _ bool) { c.forget(obj.GetUID()) },
-	}, 0)
-	c.kinds[gvk.GroupKind()] = k
+	var served []client.APIResource
+	for _, r := range client.FilterResources(lists, collectedVerbs...) {
+		if !ignored(r.GroupVersionResource) {
+			served = append(served, r)
+		}
+	}
+	c.watch(served)
+	c.informers.Start(ctx)
+}
+
+// watch makes resources the set of watched resources: it adds handlers for the new ones and
+// removes those of the ones gone. New handlers are added to the loop's wait for sync when
+// the loop has not started yet.
+func (c *Controller) watch(resources []client.APIResource) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	current := map[schema.GroupVersionResource]bool{}
+	for _, r := range resources {
+		current[r.GroupVersionResource] = true
+		if _, ok := c.watched[r.GroupVersionResource]; ok {
+			continue
+		}
+		k := &kind{gvk: r.GroupVersionKind(), resource: r.Resource, namespaced: r.Namespaced, api: client.Metadata(c.client, r.GroupVersionResource)}
+		gvk := k.gvk
+		inf := c.informers.ForResource(r.GroupVersionResource)
+		// The graph needs every change, and its keys are UIDs: a handler of its own.
+		reg := inf.AddObjectHandler(cache.Handler[cache.Object]{
+			OnAdd:    func(obj cache.Object, _ bool) { c.observe(nodeOf(obj, gvk)) },
+			OnUpdate: func(_, obj cache.Object) { c.observe(nodeOf(obj, gvk)) },
+			OnDelete: func(obj cache.Object, _ bool) { c.forget(obj.GetUID()) },
+		}, 0)
+		c.watched[r.GroupVersionResource] = watched{kind: k, reg: reg}
+		c.kinds[gvk.GroupKind()] = k
+		if !c.started {
+			c.loop.Reads(reg.HasSynced)
+		}
+		slog.Debug("garbage collector: watching", "resource", r.GroupVersionResource)
+	}
+	for gvr, w := range c.watched {
+		if current[gvr] {
+			continue
+		}
+		w.reg.Remove()
+		delete(c.watched, gvr)
+		if c.kinds[w.kind.gvk.GroupKind()] == w.kind {
+			delete(c.kinds, w.kind.gvk.GroupKind())
+		}
+		slog.Info("garbage collector: resource no longer served, not watching it", "resource", gvr)
+	}
+}
+
+// watchedResources lists the resources watched now, sorted.
+func (c *Controller) watchedResources() []schema.GroupVersionResource {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]schema.GroupVersionResource, 0, len(c.watched))
+	for gvr := range c.watched {
+		out = append(out, gvr)
+	}
+	slices.SortFunc(out, compareGVR)
+	return out
+}
+
+// compareGVR orders resources by group, then resource.
+func compareGVR(a, b schema.GroupVersionResource) int {
+	if a.Group != b.Group {
+		return strings.Compare(a.Group, b.Group)
+	}
+	return strings.Compare(a.Resource, b.Resource)
+}
+
+// kindOf returns the watched kind gk, or nil.
+func (c *Controller) kindOf(gk schema.GroupKind) *kind {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.kinds[gk]
+}
+
+// stopWatching removes every handler: the collector has stopped.
+func (c *Controller) stopWatching() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for gvr, w := range c.watched {
+		w.reg.Remove()
+		delete(c.watched, gvr)
+	}
 }
 
 // nodeOf is the graph's view of obj.

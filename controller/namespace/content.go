@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // contentResource is one namespaced resource whose objects a terminating namespace loses.
@@ -29,6 +30,12 @@ func (r contentResource) path(ns string) string {
 }
 
 func (r contentResource) String() string { return r.Resource + "." + r.GroupVersion }
+
+// gvr is the resource's group, version and resource.
+func (r contentResource) gvr() schema.GroupVersionResource {
+	gv, _ := schema.ParseGroupVersion(r.GroupVersion) // from discovery, which parsed it already
+	return gv.WithResource(r.Resource)
+}
 
 // contentResources picks, from discovery, the namespaced resources that can be listed and
 // deleted (subresources skipped), once each, in discovery order.

@@ -3,6 +3,11 @@
 // resource discovery lists — waits until nothing is left, then removes the "kubernetes"
 // finalizer through namespaces/<name>/finalize, after which the API server removes the
 // namespace. The namespace's status conditions tell how far it got.
+//
+// The resources are discovered at each pass over a namespace (from the aggregated discovery
+// documents, which cost two requests, or two 304s while nothing changed), so resources served
+// later (custom resources) are emptied too; objects are listed and deleted one by one as
+// metadata only, where a resource takes no deletecollection.
 package namespace
 
 import (
@@ -11,9 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/kplane/kplane/cache"
@@ -307,7 +310,8 @@ func (c *Controller) deleteResource(ctx context.Context, r contentResource, ns *
 			return 0, nil, err
 		}
 	}
-	left, err := c.list(ctx, path)
+	objects := client.Metadata(c.client, r.gvr()).Namespace(ns.Name)
+	left, err := c.list(ctx, objects)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -316,39 +320,30 @@ func (c *Controller) deleteResource(ctx context.Context, r contentResource, ns *
 			if m.DeletionTimestamp != nil {
 				continue
 			}
-			_, err := c.client.Raw(ctx, http.MethodDelete, path+"/"+url.PathEscape(m.Name), nil, body)
+			err := objects.Delete(ctx, m.Name, metav1.DeleteOptions{PropagationPolicy: new(metav1.DeletePropagationBackground)})
 			if err != nil && !apierrors.IsNotFound(err) {
 				return 0, nil, err
 			}
 		}
-		if left, err = c.list(ctx, path); err != nil {
+		if left, err = c.list(ctx, objects); err != nil {
 			return 0, nil, err
 		}
 	}
 	return estimate, left, nil
 }
 
-// list returns the metadata of every object in a collection.
-func (c *Controller) list(ctx context.Context, path string) ([]metav1.ObjectMeta, error) {
-	var out []metav1.ObjectMeta
-	query := url.Values{"limit": {strconv.Itoa(500)}}
-	for {
-		data, err := c.client.Raw(ctx, http.MethodGet, path, query, nil)
-		if err != nil {
-			return nil, err
-		}
-		var page metav1.PartialObjectMetadataList
-		if err := json.Unmarshal(data, &page); err != nil {
-			return nil, fmt.Errorf("list %s: %w", path, err)
-		}
-		for _, it := range page.Items {
-			out = append(out, it.ObjectMeta)
-		}
-		if page.Continue == "" {
-			return out, nil
-		}
-		query.Set("continue", page.Continue)
+// list returns the metadata of every object of a resource in the namespace, read as metadata
+// only.
+func (c *Controller) list(ctx context.Context, objects *client.Typed[*metav1.PartialObjectMetadata]) ([]metav1.ObjectMeta, error) {
+	list, err := objects.ListAll(ctx, metav1.ListOptions{}, 500)
+	if err != nil {
+		return nil, err
 	}
+	out := make([]metav1.ObjectMeta, len(list.Items))
+	for i, it := range list.Items {
+		out[i] = it.ObjectMeta
+	}
+	return out, nil
 }
 
 func ignoreNotFound(err error) error {

@@ -8,12 +8,19 @@
 // deleted or stops using what it was charged for (a pod that finished, a service that is no
 // longer a NodePort or LoadBalancer, a claim whose allocated storage changed), and every
 // --resource-quota-sync-period. Creations are not watched: admission charged them already.
+//
+// Besides pods, services and claims (whose usage needs the whole object), it counts the objects
+// of every namespaced resource discovery lists as creatable, listable, watchable and deletable
+// (count/<resource>.<group>), asked for again every 30 seconds so that resources served later
+// (custom resources) are counted from then on; those are watched through the typed informer
+// other controllers share, or else one of the objects' metadata only.
 package resourcequota
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/kplane/kplane/cache"
@@ -24,6 +31,7 @@ import (
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -72,12 +80,20 @@ func (o *Options) Validate() []error {
 
 // Controller recounts quotas; its loop's queue holds quota keys ("ns/name").
 type Controller struct {
-	client  *client.Client
-	quotas  *cache.Informer[*corev1.ResourceQuota]
-	listers map[schema.GroupResource]quota.Lister
-	loop    *controller.Loop
+	client    *client.Client
+	informers *cache.Factory
+	quotas    *cache.Informer[*corev1.ResourceQuota]
+	loop      *controller.Loop
 	// now is the clock pods' grace periods are judged by (tests replace it).
 	now func() time.Time
+	// serverResources is discovery (tests narrow it to show resources appearing).
+	serverResources func(context.Context) ([]*metav1.APIResourceList, error)
+
+	mu      sync.Mutex
+	listers map[schema.GroupResource]quota.Lister // of every counted resource
+	typed   map[schema.GroupResource]bool         // pods, services, claims: typed informers
+	counted map[schema.GroupVersionResource]cache.Registration
+	started bool // the loop runs: new handlers are not waited for
 }
 
 // New builds the controller on ctx's shared informers: the quotas', and those of every
@@ -90,12 +106,16 @@ func New(ctx *controller.Context, o *Options) (*Controller, error) {
 		return nil, errors.New("resourcequota controller: the context needs a client and informers")
 	}
 	c := &Controller{
-		client:  ctx.Client,
-		quotas:  cache.For[*corev1.ResourceQuota](ctx.Informers, "resourcequotas"),
-		listers: map[schema.GroupResource]quota.Lister{},
-		loop:    controller.NewLoop(ctx, Name, controller.WithWorkers(o.ConcurrentSyncs), controller.WithQueueName("resourcequota_primary")),
-		now:     time.Now,
+		client:    ctx.Client,
+		informers: ctx.Informers,
+		quotas:    cache.For[*corev1.ResourceQuota](ctx.Informers, "resourcequotas"),
+		listers:   map[schema.GroupResource]quota.Lister{},
+		typed:     map[schema.GroupResource]bool{},
+		counted:   map[schema.GroupVersionResource]cache.Registration{},
+		loop:      controller.NewLoop(ctx, Name, controller.WithWorkers(o.ConcurrentSyncs), controller.WithQueueName("resourcequota_primary")),
+		now:       time.Now,
 	}
+	c.serverResources = c.client.ServerResources
 	enqueue := func(q *corev1.ResourceQuota) { c.loop.Queue.Add(cache.MetaNamespaceKey(q)) }
 	controller.Watch(c.loop, c.quotas, cache.Handler[*corev1.ResourceQuota]{
 		OnAdd: func(q *corev1.ResourceQuota, _ bool) { enqueue(q) },
@@ -107,7 +127,7 @@ func New(ctx *controller.Context, o *Options) (*Controller, error) {
 			}
 		},
 	}, 0)
-	watchCounted(c, ctx.Informers)
+	watchTyped(c, ctx.Informers)
 	if o.SyncPeriod > 0 {
 		c.loop.Every(o.SyncPeriod, c.enqueueAll)
 	}
@@ -117,8 +137,15 @@ func New(ctx *controller.Context, o *Options) (*Controller, error) {
 // Name is the controller's short name.
 func (c *Controller) Name() string { return Name }
 
-// Run waits for the caches and recounts quotas until ctx is cancelled.
+// Run discovers the resources to count, waits for the caches and recounts quotas until ctx
+// is cancelled, discovering again every discoveryPeriod.
 func (c *Controller) Run(ctx context.Context) error {
+	c.rediscover(ctx)
+	c.mu.Lock()
+	c.started = true
+	c.mu.Unlock()
+	defer c.stopCounting()
+	c.loop.Every(discoveryPeriod, c.rediscover)
 	c.loop.Run(ctx, reconcile.Ignore(c.sync))
 	return nil
 }
@@ -158,7 +185,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	hard := quota.Add(nil, q.Spec.Hard)
 	used := quota.Add(nil, q.Status.Used)
-	counted, countErr := quota.Calculate(ns, &q.Spec, hard, c.listers, c.now())
+	counted, countErr := quota.Calculate(ns, &q.Spec, hard, c.countingListers(), c.now())
 	for name, v := range counted {
 		used[name] = v
 	}

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // These tests run the controller against the real apiserver, whose quota admission charges
@@ -54,7 +55,14 @@ func TestOptions(t *testing.T) {
 }
 
 // start runs a controller with the given sync period (0: the default).
-func start(t *testing.T, period time.Duration) {
+func start(t *testing.T, period time.Duration) *Controller {
+	t.Helper()
+	return startWith(t, period, nil)
+}
+
+// startWith is start with discovery narrowed by hide (nil: none), which the test may change
+// while the controller runs.
+func startWith(t *testing.T, period time.Duration, hide func(schema.GroupVersionResource) bool) *Controller {
 	t.Helper()
 	cctx, err := controller.NewContext(c, nil)
 	if err != nil {
@@ -68,7 +76,11 @@ func start(t *testing.T, period time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if hide != nil {
+		ctrl.serverResources = testserver.Discovery(c, hide)
+	}
 	testserver.RunControllers(t, cctx, ctrl)
+	return ctrl
 }
 
 func quotas(ns string) *client.Typed[*corev1.ResourceQuota] {

@@ -1,66 +1,51 @@
 package resourcequota
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
 	"github.com/kplane/kplane/internal/quota"
-	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	batchv1 "k8s.io/api/batch/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// watchCounted registers every namespaced resource kplane serves as one the controller counts
-// (count/<resource>.<group>, and the special evaluators' names for pods, services and claims).
-// Events are left out, as quota ignores them. The informers are the manager's shared ones, so
-// the garbage collector's watches serve this controller too; the two lists name the same
-// resources (a resource listed here that the server does not serve keeps the controller
-// waiting for its cache).
-// TODO: discover resources (ServerResources) instead of this fixed list once kplane serves more.
-func watchCounted(c *Controller, f *cache.Factory) {
-	count(c, f, "pods", func(old, p *corev1.Pod) bool {
+// discoveryPeriod is how often the controller asks the server what it serves (Kubernetes'
+// quota controller does every 30 seconds).
+const discoveryPeriod = 30 * time.Second
+
+// countedVerbs are what a resource must support to be counted: objects that can be created
+// (and so charged), listed, watched and deleted, as Kubernetes' quota controller requires.
+var countedVerbs = []string{"create", "list", "watch", "delete"}
+
+// watchTyped registers the resources whose usage is more than a count, and so needs their
+// objects whole: pods, services and claims. Their deletions, and the updates released says
+// give back what they were charged, queue the quotas of their namespace that count them.
+func watchTyped(c *Controller, f *cache.Factory) {
+	countTyped(c, f, "pods", func(old, p *corev1.Pod) bool {
 		now := c.now()
 		return quota.IsTerminating(old) != quota.IsTerminating(p) || quota.Charged(old, now) && !quota.Charged(p, now)
 	})
-	count(c, f, "services", func(old, s *corev1.Service) bool {
+	countTyped(c, f, "services", func(old, s *corev1.Service) bool {
 		return quota.QuotaServiceType(old) != quota.QuotaServiceType(s)
 	})
-	count(c, f, "persistentvolumeclaims", func(old, pvc *corev1.PersistentVolumeClaim) bool {
+	countTyped(c, f, "persistentvolumeclaims", func(old, pvc *corev1.PersistentVolumeClaim) bool {
 		return quota.ClaimNeedsRecount(pvc, old)
 	})
-	count[*corev1.Endpoints](c, f, "endpoints", nil)
-	count[*corev1.ConfigMap](c, f, "configmaps", nil)
-	count[*corev1.Secret](c, f, "secrets", nil)
-	count[*corev1.ServiceAccount](c, f, "serviceaccounts", nil)
-	count[*corev1.ReplicationController](c, f, "replicationcontrollers", nil)
-	count[*corev1.ResourceQuota](c, f, "resourcequotas", nil)
-	count[*corev1.LimitRange](c, f, "limitranges", nil)
-	count[*discoveryv1.EndpointSlice](c, f, "endpointslices", nil)
-	count[*coordinationv1.Lease](c, f, "leases", nil)
-	count[*appsv1.ReplicaSet](c, f, "replicasets", nil)
-	count[*appsv1.Deployment](c, f, "deployments", nil)
-	count[*appsv1.DaemonSet](c, f, "daemonsets", nil)
-	count[*appsv1.StatefulSet](c, f, "statefulsets", nil)
-	count[*appsv1.ControllerRevision](c, f, "controllerrevisions", nil)
-	count[*batchv1.Job](c, f, "jobs", nil)
-	count[*batchv1.CronJob](c, f, "cronjobs", nil)
-	count[*policyv1.PodDisruptionBudget](c, f, "poddisruptionbudgets", nil)
-	count[*autoscalingv2.HorizontalPodAutoscaler](c, f, "horizontalpodautoscalers", nil)
 }
 
-// count makes resource's objects T countable: their lister feeds the recount, and their
-// deletions (and the updates released says give back what they were charged) queue the
-// quotas of their namespace that count them.
-func count[T cache.Object](c *Controller, f *cache.Factory, resource string, released func(old, obj T) bool) {
+func countTyped[T cache.Object](c *Controller, f *cache.Factory, resource string, released func(old, obj T) bool) {
 	gr := schema.GroupResource{Group: client.Resource[T](c.client, resource).GroupVersionKind().Group, Resource: resource}
 	inf := cache.For[T](f, resource)
+	c.typed[gr] = true
 	c.listers[gr] = func(ns string) ([]runtime.Object, error) {
 		items := inf.Lister().Namespace(ns).List(labels.Everything())
 		out := make([]runtime.Object, len(items))
@@ -69,13 +54,118 @@ func count[T cache.Object](c *Controller, f *cache.Factory, resource string, rel
 		}
 		return out, nil
 	}
-	h := cache.Handler[T]{OnDelete: func(obj T, _ bool) { c.replenish(gr, obj.GetNamespace()) }}
-	if released != nil {
-		h.OnUpdate = func(old, obj T) {
+	controller.Watch(c.loop, inf, cache.Handler[T]{
+		OnDelete: func(obj T, _ bool) { c.replenish(gr, obj.GetNamespace()) },
+		OnUpdate: func(old, obj T) {
 			if released(old, obj) {
 				c.replenish(gr, obj.GetNamespace())
 			}
+		},
+	}, 0)
+}
+
+// rediscover asks the server what it serves and counts the objects of every namespaced
+// resource that can be created, listed, watched and deleted (count/<resource>.<group>),
+// events left out, through the typed informer other controllers share where there is one,
+// else one of the objects' metadata; resources no longer served stop being counted. It runs
+// before the first sync and then every discoveryPeriod, so a resource served later (a custom
+// resource) is counted from the next pass on, without a restart.
+func (c *Controller) rediscover(ctx context.Context) {
+	lists, err := c.serverResources(ctx)
+	if err != nil {
+		slog.Warn("resource quota controller: discovery failed, counting the resources found before", "err", err)
+		return
+	}
+	var served []client.APIResource
+	for _, r := range client.FilterResources(lists, countedVerbs...) {
+		if r.Namespaced && !quota.Ignored(r.GroupResource()) {
+			served = append(served, r)
 		}
 	}
-	controller.Watch(c.loop, inf, h, 0)
+	c.count(served)
+	c.informers.Start(ctx)
+}
+
+// count makes resources the set of counted resources (beside the typed ones).
+func (c *Controller) count(resources []client.APIResource) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	current := map[schema.GroupVersionResource]bool{}
+	for _, r := range resources {
+		gr := r.GroupResource()
+		current[r.GroupVersionResource] = true
+		if _, ok := c.counted[r.GroupVersionResource]; ok || c.typed[gr] {
+			continue
+		}
+		inf := c.informers.ForResource(r.GroupVersionResource)
+		h := cache.Handler[cache.Object]{OnDelete: func(obj cache.Object, _ bool) { c.replenish(gr, obj.GetNamespace()) }}
+		if c.started {
+			// The objects there already were never charged by this server's admission (the
+			// resource was not served or not counted then): the quotas counting them must
+			// count them now.
+			h.OnAdd = func(obj cache.Object, initial bool) {
+				if initial {
+					c.replenish(gr, obj.GetNamespace())
+				}
+			}
+		}
+		reg := inf.AddObjectHandler(h, 0)
+		c.counted[r.GroupVersionResource] = reg
+		c.listers[gr] = func(ns string) ([]runtime.Object, error) {
+			if !reg.HasSynced() {
+				return nil, fmt.Errorf("%s not known yet", gr)
+			}
+			objs := inf.Objects(ns)
+			out := make([]runtime.Object, len(objs))
+			for i, o := range objs {
+				out[i] = o
+			}
+			return out, nil
+		}
+		if !c.started {
+			c.loop.Reads(reg.HasSynced)
+		}
+	}
+	for gvr, reg := range c.counted {
+		if !current[gvr] {
+			reg.Remove()
+			delete(c.counted, gvr)
+			delete(c.listers, gvr.GroupResource())
+			slog.Info("resource quota controller: resource no longer served, not counting it", "resource", gvr)
+		}
+	}
+}
+
+// countedResources lists the resources counted now, sorted.
+func (c *Controller) countedResources() []schema.GroupResource {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]schema.GroupResource, 0, len(c.listers))
+	for gr := range c.listers {
+		out = append(out, gr)
+	}
+	slices.SortFunc(out, func(a, b schema.GroupResource) int { return strings.Compare(a.String(), b.String()) })
+	return out
+}
+
+// countingListers returns the listers of the counted resources as of now.
+func (c *Controller) countingListers() map[schema.GroupResource]quota.Lister {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[schema.GroupResource]quota.Lister, len(c.listers))
+	for gr, l := range c.listers {
+		out[gr] = l
+	}
+	return out
+}
+
+// stopCounting removes the handlers of the discovered resources: the controller has stopped.
+func (c *Controller) stopCounting() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for gvr, reg := range c.counted {
+		reg.Remove()
+		delete(c.counted, gvr)
+		delete(c.listers, gvr.GroupResource())
+	}
 }

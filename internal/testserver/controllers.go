@@ -2,6 +2,9 @@ package testserver
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -9,6 +12,8 @@ import (
 
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // StartControllers builds the controllers of entries on a new Context over c (each with its
@@ -92,4 +97,71 @@ func CheckOptions[O controller.Options](t testing.TB, defaults func() O, cases .
 			t.Errorf("%s: errors %v, want one naming %s", tc.Name, errs, tc.Flag)
 		}
 	}
+}
+
+// Discovery returns c's discovery (ServerResources) without the resources hide picks, for
+// tests of controllers that learn resources from discovery: flipping what hide picks while
+// they run shows a resource appearing or going away, as a custom resource would.
+func Discovery(c *client.Client, hide func(schema.GroupVersionResource) bool) func(context.Context) ([]*metav1.APIResourceList, error) {
+	return func(ctx context.Context) ([]*metav1.APIResourceList, error) {
+		lists, err := c.ServerResources(ctx)
+		for _, l := range lists {
+			gv, _ := schema.ParseGroupVersion(l.GroupVersion)
+			l.APIResources = slices.DeleteFunc(l.APIResources, func(r metav1.APIResource) bool {
+				return hide(gv.WithResource(strings.Split(r.Name, "/")[0]))
+			})
+		}
+		return lists, err
+	}
+}
+
+// CustomResource defines a namespaced custom resource <plural>.<group> at v1 (any content,
+// with a status subresource) and waits until discovery lists it; it returns its group,
+// version and resource.
+func CustomResource(t testing.TB, c *client.Client, group, plural, kind string) schema.GroupVersionResource {
+	t.Helper()
+	ctx := context.Background()
+	crd, err := json.Marshal(map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": plural + "." + group},
+		"spec": map[string]any{
+			"group": group, "scope": "Namespaced",
+			"names": map[string]any{"plural": plural, "kind": kind},
+			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
+				"schema":       map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+				"subresources": map[string]any{"status": map[string]any{}}}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Raw(ctx, http.MethodPost, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", nil, crd); err != nil {
+		t.Fatal(err)
+	}
+	gvr := schema.GroupVersionResource{Group: group, Version: "v1", Resource: plural}
+	Eventually(t, "discovery to list "+gvr.String(), 15*time.Second, func() bool {
+		lists, err := c.ServerResources(ctx)
+		return err == nil && slices.ContainsFunc(client.FilterResources(lists), func(r client.APIResource) bool { return r.GroupVersionResource == gvr })
+	})
+	return gvr
+}
+
+// CreateCustomObject creates an object of a custom resource from its JSON fields (apiVersion
+// and kind are filled in).
+func CreateCustomObject(t testing.TB, c *client.Client, gvr schema.GroupVersionResource, kind, namespace string, obj map[string]any) *metav1.PartialObjectMetadata {
+	t.Helper()
+	obj["apiVersion"], obj["kind"] = gvr.GroupVersion().String(), kind
+	body, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := c.Raw(context.Background(), http.MethodPost, "/apis/"+gvr.GroupVersion().String()+"/namespaces/"+namespace+"/"+gvr.Resource, nil, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &metav1.PartialObjectMetadata{}
+	if err := json.Unmarshal(data, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

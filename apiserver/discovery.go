@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sort"
 
+	"github.com/kplane/kplane/apiserver/registry"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -175,7 +176,10 @@ func (s *Server) serveResourceList(w http.ResponseWriter, gv schema.GroupVersion
 		return
 	}
 	if gv.Group == "" {
-		list.APIResources = append(list.APIResources, metav1.APIResource{Name: "bindings", Namespaced: true, Kind: "Binding", Verbs: metav1.Verbs{"create"}})
+		list.APIResources = append(list.APIResources, metav1.APIResource{Name: "bindings", SingularName: "binding", Namespaced: true, Kind: "Binding", Verbs: metav1.Verbs{"create"}})
+		cs := registry.ComponentStatuses.Info
+		list.APIResources = append(list.APIResources, metav1.APIResource{Name: cs.Resource, SingularName: cs.Singular, Kind: cs.Kind,
+			ShortNames: cs.ShortNames, Verbs: metav1.Verbs{"get", "list"}})
 	}
 	sort.Slice(list.APIResources, func(i, j int) bool { return list.APIResources[i].Name < list.APIResources[j].Name })
 	writeJSON(w, http.StatusOK, &list)

@@ -98,6 +98,7 @@ func New(cfg Config) *Server {
 			selectable: st.SelectableFields(st.NewObject())}
 		r.store = storage.NewStore(cfg.Etcd, storageCodecFor(st), storage.ResourceConfig{
 			GroupResource: info.GroupResource(),
+			StoredUnder:   info.StoredUnder,
 			Kind:          info.GVK(),
 			New:           func() storage.Object { return st.NewObject() },
 			NewList:       st.NewListObject,
@@ -262,6 +263,10 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, group string, 
 	if !ok {
 		if gv.Group == "" && parts[0] == "bindings" && r.Method == http.MethodPost && req.namespace != "" {
 			s.createBinding(w, r, req.namespace, "")
+			return
+		}
+		if gv.Group == "" && parts[0] == "componentstatuses" && req.namespace == "" {
+			s.serveComponentStatuses(w, r, parts, watchPath || isTrue(r.URL.Query().Get("watch")))
 			return
 		}
 		if gv == authenticationV1 && len(parts) == 1 && req.namespace == "" {

@@ -12,7 +12,9 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -56,6 +58,18 @@ func (c *Controller) watchAll(f *cache.Factory) {
 	watch[*batchv1.CronJob](c, f, "cronjobs", true)
 	watch[*policyv1.PodDisruptionBudget](c, f, "poddisruptionbudgets", true)
 	watch[*autoscalingv2.HorizontalPodAutoscaler](c, f, "horizontalpodautoscalers", true)
+	// Resources nothing in kplane writes, but that others' controllers give owners: claims made
+	// for pods, slices and CSINodes owned by their node, capacities owned by a driver's
+	// Deployment, and the namespaced objects charts and operators create.
+	watch[*corev1.PodTemplate](c, f, "podtemplates", true)
+	watch[*networkingv1.Ingress](c, f, "ingresses", true)
+	watch[*networkingv1.NetworkPolicy](c, f, "networkpolicies", true)
+	watch[*storagev1.CSINode](c, f, "csinodes", false)
+	watch[*storagev1.CSIStorageCapacity](c, f, "csistoragecapacities", true)
+	watch[*storagev1.VolumeAttachment](c, f, "volumeattachments", false)
+	watch[*resourcev1.ResourceClaim](c, f, "resourceclaims", true)
+	watch[*resourcev1.ResourceClaimTemplate](c, f, "resourceclaimtemplates", true)
+	watch[*resourcev1.ResourceSlice](c, f, "resourceslices", false)
 }
 
 // watch adds the resource of objects T to the collector: its informer feeds the graph, and typed

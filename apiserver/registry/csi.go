@@ -225,7 +225,7 @@ var csiStorageCapacities = &Def[*storagev1.CSIStorageCapacity]{
 		errs := metav1validation.ValidateLabelSelector(c.NodeTopology, metav1validation.LabelSelectorValidationOptions{}, field.NewPath("nodeTopology"))
 		errs = append(errs, dnsSubdomain(c.StorageClassName, field.NewPath("storageClassName"))...)
 		if c.Capacity != nil {
-			errs = append(errs, nonNegativeQuantity(*c.Capacity, field.NewPath("capacity"))...)
+			errs = append(errs, nonNegativeQty(*c.Capacity, field.NewPath("capacity"))...)
 		}
 		return errs
 	},

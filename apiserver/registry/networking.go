@@ -397,7 +397,7 @@ func validateNetworkPolicy(np *networkingv1.NetworkPolicy) field.ErrorList {
 		return append(errs, field.Invalid(tp, &s.PolicyTypes, "may not specify more than two policyTypes"))
 	}
 	for i, t := range s.PolicyTypes {
-		errs = append(errs, oneOf(t, tp.Index(i), networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress)...)
+		errs = append(errs, listed(t, tp.Index(i), networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress)...)
 	}
 	return errs
 }
@@ -405,7 +405,7 @@ func validateNetworkPolicy(np *networkingv1.NetworkPolicy) field.ErrorList {
 func validateNetworkPolicyPort(port *networkingv1.NetworkPolicyPort, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if port.Protocol != nil {
-		errs = append(errs, oneOf(*port.Protocol, p.Child("protocol"), corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP)...)
+		errs = append(errs, listed(*port.Protocol, p.Child("protocol"), corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP)...)
 	}
 	switch {
 	case port.Port == nil:

@@ -260,7 +260,8 @@ func validateDeviceClaim(d *resourcev1.DeviceClaim, p *field.Path) field.ErrorLi
 		case c.DistinctAttribute != nil:
 			errs = append(errs, fullyQualifiedName(string(*c.DistinctAttribute), ip.Child("distinctAttribute"))...)
 		default:
-			errs = append(errs, field.Required(ip.Child("matchAttribute"), ""))
+			// Kubernetes' message says "multiple" even when neither is set.
+			errs = append(errs, field.Required(ip, `exactly one of "matchAttribute" or "distinctAttribute" is required, but multiple fields are set`))
 		}
 	}
 	gp := p.Child("config")
@@ -479,13 +480,13 @@ func validateDevice(d resourcev1.Device, perDevice bool, p *field.Path) field.Er
 	}
 	for name, a := range d.Attributes {
 		ap := p.Child("attributes").Key(string(name))
-		errs = append(errs, qualifiedName(string(name), ap)...)
+		errs = append(errs, qualifiedName(string(name), p.Child("attributes"))...)
 		errs = append(errs, validateDeviceAttribute(a, ap)...)
 	}
 	multiple := deref(d.AllowMultipleAllocations)
 	for name, c := range d.Capacity {
 		cp := p.Child("capacity").Key(string(name))
-		errs = append(errs, qualifiedName(string(name), cp)...)
+		errs = append(errs, qualifiedName(string(name), p.Child("capacity"))...)
 		if c.RequestPolicy != nil && !multiple {
 			errs = append(errs, field.Forbidden(cp.Child("requestPolicy"), "allowMultipleAllocations must be true"))
 		}

@@ -30,10 +30,11 @@ var runtimeClasses = &Def[*nodev1.RuntimeClass]{
 func validateRuntimeClass(rc *nodev1.RuntimeClass) field.ErrorList {
 	errs := requiredLabel(rc.Handler, field.NewPath("handler"))
 	if o := rc.Overhead; o != nil {
-		p := field.NewPath("overhead", "podFixed")
+		// Kubernetes checks the overhead as a container's limits, and names it so.
+		p := field.NewPath("overhead", "limits")
 		for name, q := range o.PodFixed {
 			errs = append(errs, containerResourceName(name, p.Key(string(name)))...)
-			errs = append(errs, nonNegativeQuantity(q, p.Key(string(name)))...)
+			errs = append(errs, nonNegativeQty(q, p.Key(string(name)))...)
 		}
 	}
 	if s := rc.Scheduling; s != nil {

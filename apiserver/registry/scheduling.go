@@ -88,7 +88,7 @@ func validatePriorityClass(pc *schedulingv1.PriorityClass) field.ErrorList {
 		errs = append(errs, field.Forbidden(field.NewPath("value"), fmt.Sprintf("maximum allowed value of a user defined priority is %d", highestUserPriority)))
 	}
 	if pc.PreemptionPolicy != nil {
-		errs = append(errs, oneOf(*pc.PreemptionPolicy, field.NewPath("preemptionPolicy"), corev1.PreemptLowerPriority, corev1.PreemptNever)...)
+		errs = append(errs, listed(*pc.PreemptionPolicy, field.NewPath("preemptionPolicy"), corev1.PreemptLowerPriority, corev1.PreemptNever)...)
 	}
 	return errs
 }

@@ -122,6 +122,8 @@ func (s *Server) serveAPIGroup(w http.ResponseWriter, group string) {
 var (
 	allVerbs    = metav1.Verbs{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
 	statusVerbs = metav1.Verbs{"get", "patch", "update"}
+	// Namespaces are deleted one by one: each deletion empties a namespace first.
+	namespaceVerbs = metav1.Verbs{"create", "delete", "get", "list", "patch", "update", "watch"}
 )
 
 func (s *Server) serveResourceList(w http.ResponseWriter, gv schema.GroupVersion) {
@@ -135,9 +137,13 @@ func (s *Server) serveResourceList(w http.ResponseWriter, gv schema.GroupVersion
 		if info.GroupVersion != gv {
 			continue
 		}
+		verbs := allVerbs
+		if info.Resource == "namespaces" {
+			verbs = namespaceVerbs
+		}
 		list.APIResources = append(list.APIResources, metav1.APIResource{
 			Name: info.Resource, SingularName: info.Singular, Namespaced: info.Namespaced, Kind: info.Kind,
-			Verbs: allVerbs, ShortNames: info.ShortNames, Categories: info.Categories,
+			Verbs: verbs, ShortNames: info.ShortNames, Categories: info.Categories,
 		})
 		sub := func(name, group, version, kind string, verbs metav1.Verbs) {
 			list.APIResources = append(list.APIResources, metav1.APIResource{

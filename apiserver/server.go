@@ -313,6 +313,10 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, req reque
 		case http.MethodPost:
 			s.create(w, r, req)
 		case http.MethodDelete:
+			if req.res.info.Resource == "namespaces" {
+				unsupported("deletecollection")
+				return
+			}
 			s.deleteCollection(w, r, req)
 		default:
 			unsupported(strings.ToLower(r.Method))

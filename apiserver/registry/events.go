@@ -2,6 +2,7 @@ package registry
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,20 +42,20 @@ var eventsV1 = &Def[*eventsv1.Event]{
 	ValidateUpdate: func(e, old *eventsv1.Event) field.ErrorList {
 		return validateEventUpdate(EventToCore(e), EventToCore(old))
 	},
+	// The core fields under the newer API's names (it has no "source").
 	Fields: func(e *eventsv1.Event) fields.Set {
-		r := e.Regarding
-		return fields.Set{
-			"regarding.kind":            r.Kind,
-			"regarding.namespace":       r.Namespace,
-			"regarding.name":            r.Name,
-			"regarding.uid":             string(r.UID),
-			"regarding.apiVersion":      r.APIVersion,
-			"regarding.resourceVersion": r.ResourceVersion,
-			"regarding.fieldPath":       r.FieldPath,
-			"reason":                    e.Reason,
-			"reportingController":       e.ReportingController,
-			"type":                      e.Type,
+		set := fields.Set{}
+		for k, v := range events.Fields(EventToCore(e)) {
+			switch {
+			case strings.HasPrefix(k, "involvedObject."):
+				set["regarding."+strings.TrimPrefix(k, "involvedObject.")] = v
+			case k == "reportingComponent":
+				set["reportingController"] = v
+			case k != "source":
+				set[k] = v
+			}
 		}
+		return set
 	},
 	Columns:  events.Columns,
 	Row:      func(e *eventsv1.Event) []any { return eventRow(EventToCore(e)) },

@@ -6,23 +6,29 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/kplane/kplane/apiserver/registry"
 	"github.com/kplane/kplane/storage"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 var (
-	servicesGVR       = schema.GroupVersionResource{Version: "v1", Resource: "services"}
-	endpointsGVR      = schema.GroupVersionResource{Version: "v1", Resource: "endpoints"}
-	endpointSlicesGVR = discoveryv1.SchemeGroupVersion.WithResource("endpointslices")
+	servicesGVR        = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+	endpointsGVR       = schema.GroupVersionResource{Version: "v1", Resource: "endpoints"}
+	endpointSlicesGVR  = discoveryv1.SchemeGroupVersion.WithResource("endpointslices")
+	priorityClassesGVR = schedulingv1.SchemeGroupVersion.WithResource("priorityclasses")
+	serviceCIDRsGVR    = networkingv1.SchemeGroupVersion.WithResource("servicecidrs")
 )
 
-// bootstrap creates what every Kubernetes cluster has from the start: the system namespaces and
-// the kubernetes service in default, with Endpoints and an EndpointSlice that point at this
+// bootstrap creates what every Kubernetes cluster has from the start: the system namespaces, the
+// system priority classes, the default ServiceCIDR and the kubernetes service in default, with Endpoints and an EndpointSlice that point at this
 // server, so that in-cluster clients reach it through the service's ClusterIP. The port may
 // differ from one start to the next (--secure-port 0): each start writes the current one.
 func (s *Server) bootstrap(ctx context.Context) error {
@@ -32,6 +38,14 @@ func (s *Server) bootstrap(ctx context.Context) error {
 		if err := s.ensure(ctx, namespaces, ns, nil); err != nil {
 			return err
 		}
+	}
+	for _, pc := range registry.SystemPriorityClasses() {
+		if err := s.ensure(ctx, s.resources[priorityClassesGVR], pc, nil); err != nil {
+			return err
+		}
+	}
+	if err := s.ensureDefaultServiceCIDR(ctx); err != nil {
+		return err
 	}
 	host, port := "", int32(443)
 	if h, p, err := net.SplitHostPort(s.cfg.ExternalAddress); err == nil {
@@ -111,4 +125,31 @@ func (s *Server) ensure(ctx context.Context, res *resource, obj storage.Object, 
 		return err
 	}
 	return nil
+}
+
+// defaultServiceCIDRName is the ServiceCIDR kube-apiserver writes for its --service-cluster-ip-range.
+const defaultServiceCIDRName = "kubernetes"
+
+// ensureDefaultServiceCIDR publishes the ClusterIP range as the ServiceCIDR named kubernetes,
+// ready, as kube-apiserver does; kplane's allocator draws from the configured range itself.
+func (s *Server) ensureDefaultServiceCIDR(ctx context.Context) error {
+	alloc := s.cfg.ServiceAllocation
+	if alloc == nil || alloc.ClusterIPRange == nil {
+		return nil
+	}
+	res := s.resources[serviceCIDRsGVR]
+	cidrs := []string{alloc.ClusterIPRange.String()}
+	cidr := &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: defaultServiceCIDRName}, Spec: networkingv1.ServiceCIDRSpec{CIDRs: cidrs}}
+	if err := s.ensure(ctx, res, cidr, nil); err != nil {
+		return err
+	}
+	// A new object's status is reset on create: readiness is a second write.
+	return s.ensure(ctx, res, cidr, func(cur storage.Object) {
+		c := cur.(*networkingv1.ServiceCIDR)
+		if meta.IsStatusConditionTrue(c.Status.Conditions, networkingv1.ServiceCIDRConditionReady) {
+			return
+		}
+		meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: networkingv1.ServiceCIDRConditionReady,
+			Status: metav1.ConditionTrue, Reason: "", Message: "Kubernetes default Service CIDR is ready"})
+	})
 }

@@ -160,6 +160,9 @@ func (s *Server) discoveredGroupVersions() []discoveredGroupVersion {
 		case schema.GroupVersion{Version: "v1"}:
 			d.resources = append(d.resources, apidiscoveryv2.APIResourceDiscovery{Resource: "bindings", SingularResource: "binding",
 				ResponseKind: &metav1.GroupVersionKind{Kind: "Binding"}, Scope: apidiscoveryv2.ScopeNamespace, Verbs: []string{"create"}})
+			cs := registry.ComponentStatuses.Info
+			d.resources = append(d.resources, apidiscoveryv2.APIResourceDiscovery{Resource: cs.Resource, SingularResource: cs.Singular,
+				ResponseKind: &metav1.GroupVersionKind{Kind: cs.Kind}, Scope: apidiscoveryv2.ScopeCluster, Verbs: []string{"get", "list"}, ShortNames: cs.ShortNames})
 		case authenticationV1:
 			d.resources = append(d.resources, discoveredResources(identityAPIResources)...)
 		case metricsGV:

@@ -104,6 +104,7 @@ func New(cfg Config) *Server {
 			selectable: st.SelectableFields(st.NewObject())}
 		r.store = storage.NewStore(cfg.Etcd, storageCodecFor(st), storage.ResourceConfig{
 			GroupResource: info.GroupResource(),
+			StoredUnder:   info.StoredUnder,
 			Kind:          info.GVK(),
 			New:           func() storage.Object { return st.NewObject() },
 			NewList:       st.NewListObject,
@@ -272,6 +273,10 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, group string, 
 			s.createBinding(w, r, req.namespace, "")
 			return
 		}
+		if gv.Group == "" && parts[0] == "componentstatuses" && req.namespace == "" {
+			s.serveComponentStatuses(w, r, parts, watchPath || isTrue(r.URL.Query().Get("watch")))
+			return
+		}
 		if gv == authenticationV1 && len(parts) == 1 && req.namespace == "" {
 			s.serveIdentityAPI(w, r, parts[0])
 			return
@@ -316,6 +321,10 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, req reque
 		case http.MethodPost:
 			s.create(w, r, req)
 		case http.MethodDelete:
+			if req.res.info.Resource == "namespaces" {
+				unsupported("deletecollection")
+				return
+			}
 			s.deleteCollection(w, r, req)
 		default:
 			unsupported(strings.ToLower(r.Method))

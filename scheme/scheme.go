@@ -12,7 +12,12 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,6 +42,7 @@ func init() {
 		corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme, discoveryv1.AddToScheme, coordinationv1.AddToScheme,
 		autoscalingv1.AddToScheme, autoscalingv2.AddToScheme, authenticationv1.AddToScheme, storagev1.AddToScheme, policyv1.AddToScheme,
 		apiextv1.AddToScheme, apidiscoveryv2.AddToScheme,
+		eventsv1.AddToScheme, networkingv1.AddToScheme, nodev1.AddToScheme, resourcev1.AddToScheme, schedulingv1.AddToScheme,
 	} {
 		utilruntime.Must(add(Scheme))
 	}

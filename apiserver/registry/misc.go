@@ -17,19 +17,8 @@ import (
 var events = &Def[*corev1.Event]{
 	Info:    Info{GroupVersion: coreV1, Resource: "events", Singular: "event", Kind: "Event", ShortNames: []string{"ev"}, Namespaced: true},
 	NewList: func() runtime.Object { return &corev1.EventList{} },
-	Validate: func(e *corev1.Event) field.ErrorList {
-		// An event lives in its object's namespace; cluster-scoped objects' events go to default
-		// (or, for events of the newer API, kube-system).
-		ns, ons := e.Namespace, e.InvolvedObject.Namespace
-		ok := ns == ons
-		if ons == "" {
-			ok = ns == metav1.NamespaceDefault || ns == "" || !e.EventTime.IsZero() && ns == metav1.NamespaceSystem
-		}
-		if !ok {
-			return field.ErrorList{field.Invalid(field.NewPath("involvedObject", "namespace"), ons, "does not match event.namespace")}
-		}
-		return nil
-	},
+	// Writes of core events keep the older API's rules (events.go).
+	Validate: func(e *corev1.Event) field.ErrorList { return validateEvent(e, false) },
 	Fields: func(e *corev1.Event) fields.Set {
 		o := e.InvolvedObject
 		return fields.Set{

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -17,10 +18,15 @@ import (
 var pods = &Def[*corev1.Pod]{
 	Info: Info{GroupVersion: coreV1, Resource: "pods", Singular: "pod", Kind: "Pod", ShortNames: []string{"po"},
 		Categories: []string{"all"}, Namespaced: true, Status: true, Binding: true},
-	NewList:        func() runtime.Object { return &corev1.PodList{} },
-	Defaults:       defaultPod,
-	Create:         admitPod,
-	Admit:          admitPodLimitRanges,
+	NewList:  func() runtime.Object { return &corev1.PodList{} },
+	Defaults: defaultPod,
+	Create:   admitPod,
+	Admit: func(ctx context.Context, objs Objects, p, old *corev1.Pod) error {
+		if err := admitPodPriority(ctx, objs, p, old); err != nil {
+			return err
+		}
+		return admitPodLimitRanges(ctx, objs, p, old)
+	},
 	Validate:       func(p *corev1.Pod) field.ErrorList { return validatePodSpec(&p.Spec, field.NewPath("spec")) },
 	ValidateUpdate: validatePodUpdate,
 	Fields:         podFields,
@@ -77,19 +83,13 @@ func defaultPod(p *corev1.Pod) {
 	}
 }
 
-// admitPod does on create what Kubernetes' default admission plugins do (Priority,
-// DefaultTolerationSeconds; the ServiceAccount plugin, which reads the account, runs before, in
+// admitPod does on create what Kubernetes' default admission plugins do (DefaultTolerationSeconds;
+// Priority, which reads PriorityClasses, is admitPodPriority; the ServiceAccount plugin, which reads the account, runs before, in
 // package serviceaccount, and the default here only serves objects made without it) and sets
 // the initial status.
 func admitPod(p *corev1.Pod) {
 	if p.Spec.ServiceAccountName == "" {
 		p.Spec.ServiceAccountName, p.Spec.DeprecatedServiceAccount = "default", "default"
-	}
-	if p.Spec.Priority == nil && p.Spec.PriorityClassName == "" {
-		p.Spec.Priority = new(int32(0))
-	}
-	if p.Spec.PreemptionPolicy == nil {
-		p.Spec.PreemptionPolicy = new(corev1.PreemptLowerPriority)
 	}
 	// Pods ride out a short node outage before they are evicted.
 	for _, key := range []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable} {

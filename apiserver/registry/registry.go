@@ -35,6 +35,9 @@ type Info struct {
 	Status       bool // has a status subresource
 	Scale        bool // has a scale subresource (replicas in spec, status.replicas, selector)
 	Binding      bool // pods/binding
+	// StoredUnder, when set, is the resource whose storage keys hold this one's objects:
+	// events.k8s.io Events are core Events, one object whichever group serves it.
+	StoredUnder schema.GroupResource
 }
 
 // GroupResource names the resource for errors and storage keys.
@@ -179,6 +182,9 @@ type Def[T Object] struct {
 	NameLast bool
 	// NameCell, if set, renders the NAME cell (a default StorageClass shows "(default)").
 	NameCell func(T) string
+	// NoGeneration leaves metadata.generation unset, for the types with a spec that
+	// Kubernetes does not count (ServiceCIDRs, CSIDrivers, ResourceClaims and others).
+	NoGeneration bool
 	// StoredAs, for a resource served at a second version, converts its objects to and from
 	// the version they are stored as (see Conversion).
 	StoredAs Conversion
@@ -205,7 +211,7 @@ func (d *Def[T]) PrepareCreate(o Object) {
 	if d.Info.Status && !d.KeepStatusOnCreate {
 		resetField(obj, "Status")
 	}
-	if hasField(obj, "Spec") || d.SpecChanged != nil {
+	if (hasField(obj, "Spec") || d.SpecChanged != nil) && !d.NoGeneration {
 		obj.SetGeneration(1)
 	}
 	if d.Defaults != nil {
@@ -238,7 +244,7 @@ func (d *Def[T]) PrepareUpdate(o, oldo Object, subresource string) {
 		d.Defaults(obj)
 	}
 	switch {
-	case status:
+	case status, d.NoGeneration:
 	case d.SpecChanged != nil && d.SpecChanged(obj, old):
 		obj.SetGeneration(old.GetGeneration() + 1)
 	case hasField(obj, "Spec") && !apiequality.Semantic.DeepEqual(fieldOf(obj, "Spec"), fieldOf(old, "Spec")):

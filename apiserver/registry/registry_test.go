@@ -53,8 +53,6 @@ func TestPodDefaults(t *testing.T) {
 		{"enableServiceLinks", *s.EnableServiceLinks, true},
 		{"serviceAccountName", s.ServiceAccountName, "default"},
 		{"serviceAccount", s.DeprecatedServiceAccount, "default"},
-		{"priority", *s.Priority, int32(0)},
-		{"preemptionPolicy", *s.PreemptionPolicy, corev1.PreemptLowerPriority},
 		{"tolerations", len(s.Tolerations), 2},
 		{"terminationMessagePath", c.TerminationMessagePath, "/dev/termination-log"},
 		{"terminationMessagePolicy", c.TerminationMessagePolicy, corev1.TerminationMessageReadFile},

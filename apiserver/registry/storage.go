@@ -607,28 +607,8 @@ func validatePersistentVolumeClaimUpdate(c, old *corev1.PersistentVolumeClaim) f
 }
 
 func validateStorageClass(sc *storagev1.StorageClass) field.ErrorList {
-	var errs field.ErrorList
-	pp := field.NewPath("provisioner")
-	if sc.Provisioner == "" {
-		errs = append(errs, field.Required(pp, ""))
-	} else {
-		errs = append(errs, metav1validation.ValidateLabelName(strings.ToLower(sc.Provisioner), pp)...)
-	}
-	params := field.NewPath("parameters")
-	if len(sc.Parameters) > 512 {
-		errs = append(errs, field.TooLong(params, "", 512))
-	} else {
-		size := 0
-		for k, v := range sc.Parameters {
-			if k == "" {
-				errs = append(errs, field.Invalid(params, k, "field can not be empty."))
-			}
-			size += len(k) + len(v)
-		}
-		if size > 256<<10 {
-			errs = append(errs, field.TooLong(params, "", 256<<10))
-		}
-	}
+	errs := validateProvisioner(sc.Provisioner, field.NewPath("provisioner"))
+	errs = append(errs, validateClassParameters(sc.Parameters, field.NewPath("parameters"))...)
 	if sc.ReclaimPolicy != nil && *sc.ReclaimPolicy != "" {
 		errs = append(errs, oneOf(*sc.ReclaimPolicy, field.NewPath("reclaimPolicy"), corev1.PersistentVolumeReclaimDelete, corev1.PersistentVolumeReclaimRetain)...)
 	}
@@ -655,6 +635,33 @@ func validateStorageClass(sc *storagev1.StorageClass) field.ErrorList {
 				errs = append(errs, unique(seen, v, rp.Child("values").Index(k), v)...)
 			}
 		}
+	}
+	return errs
+}
+
+// validateProvisioner checks the driver a class names: present, a qualified name in any case.
+func validateProvisioner(name string, p *field.Path) field.ErrorList {
+	if name == "" {
+		return field.ErrorList{field.Required(p, "")}
+	}
+	return metav1validation.ValidateLabelName(strings.ToLower(name), p)
+}
+
+// validateClassParameters bounds the parameters a class passes to its driver.
+func validateClassParameters(params map[string]string, p *field.Path) field.ErrorList {
+	if len(params) > 512 {
+		return field.ErrorList{field.TooLong(p, "", 512)}
+	}
+	var errs field.ErrorList
+	size := 0
+	for k, v := range params {
+		if k == "" {
+			errs = append(errs, field.Invalid(p, k, "field can not be empty."))
+		}
+		size += len(k) + len(v)
+	}
+	if size > 256<<10 {
+		errs = append(errs, field.TooLong(p, "", 256<<10))
 	}
 	return errs
 }

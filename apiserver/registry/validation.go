@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -62,6 +63,25 @@ func oneOf[T ~string](v T, p *field.Path, allowed ...T) field.ErrorList {
 }
 
 var protocols = []corev1.Protocol{corev1.ProtocolSCTP, corev1.ProtocolTCP, corev1.ProtocolUDP}
+
+// listed is oneOf for the enums whose supported values Kubernetes lists in its own order.
+func listed[T ~string](v T, p *field.Path, allowed ...T) field.ErrorList {
+	if v == "" {
+		return field.ErrorList{field.Required(p, "")}
+	}
+	if !slices.Contains(allowed, v) {
+		return field.ErrorList{field.NotSupported(p, v, allowed)}
+	}
+	return nil
+}
+
+// nonNegativeQty is Kubernetes' check of a quantity that may be zero but not less.
+func nonNegativeQty(q resource.Quantity, p *field.Path) field.ErrorList {
+	if q.Sign() < 0 {
+		return field.ErrorList{field.Invalid(p, q.String(), negative)}
+	}
+	return nil
+}
 
 func protocol(v corev1.Protocol, p *field.Path) field.ErrorList { return oneOf(v, p, protocols...) }
 

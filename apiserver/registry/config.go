@@ -19,7 +19,7 @@ var (
 
 // All returns the definition of every served resource, in discovery order.
 func All(svc *ServiceAllocation) []Strategy {
-	return []Strategy{
+	all := []Strategy{
 		namespaces, pods, services(svc), endpoints, nodes, events, configMaps, secrets, serviceAccounts,
 		replicationControllers, endpointSlices, leases, replicaSets, deployments, daemonSets, statefulSets, controllerRevisions,
 		persistentVolumes, persistentVolumeClaims, storageClasses, jobs, cronJobs, podDisruptionBudgets,
@@ -27,6 +27,11 @@ func All(svc *ServiceAllocation) []Strategy {
 		// v2 first: a group's first version in this list is its preferred one.
 		horizontalPodAutoscalers, horizontalPodAutoscalersV1,
 	}
+	all = append(all, rbacResources()...)
+	all = append(all, certificateSigningRequests, apiServices)
+	all = append(all, flowcontrolResources()...)
+	all = append(all, admissionregistrationResources()...)
+	return all
 }
 
 var configMaps = &Def[*corev1.ConfigMap]{

@@ -47,8 +47,9 @@ func (s *Server) groupVersions() []schema.GroupVersion {
 			out = append(out, gv)
 		}
 	}
-	// authentication.k8s.io has only reviews, which are answered, not stored.
-	out = append(out, authenticationV1)
+	// authentication.k8s.io and authorization.k8s.io have only reviews, which are answered,
+	// not stored.
+	out = append(out, authenticationV1, authorizationV1)
 	out = append(out, metricsGV) // served without storage (metrics.go)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Group < out[j].Group })
 	return out
@@ -166,9 +167,15 @@ func (s *Server) serveResourceList(w http.ResponseWriter, gv schema.GroupVersion
 		if info.Status {
 			sub("status", "", "", info.Kind, statusVerbs)
 		}
+		if info.Approval {
+			sub("approval", "", "", info.Kind, statusVerbs)
+		}
 	}
 	if gv == authenticationV1 {
 		list.APIResources = append(list.APIResources, identityAPIResources...)
+	}
+	if gv == authorizationV1 {
+		list.APIResources = append(list.APIResources, authorizationAPIResources...)
 	}
 	if len(list.APIResources) == 0 {
 		writeError(w, apierrors.NewNotFound(schema.GroupResource{}, gv.String()))

@@ -257,6 +257,10 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, group string, 
 			s.serveIdentityAPI(w, r, parts[0])
 			return
 		}
+		if gv == authorizationV1 && len(parts) == 1 {
+			s.serveAuthorizationAPI(w, r, req.namespace, parts[0])
+			return
+		}
 		writeError(w, apierrors.NewNotFound(schema.GroupResource{Group: gv.Group, Resource: parts[0]}, ""))
 		return
 	}
@@ -334,7 +338,7 @@ func (s *Server) serveSubresource(w http.ResponseWriter, r *http.Request, req re
 	info := req.res.info
 	gr := info.GroupResource()
 	switch {
-	case req.subresource == "status" && info.Status:
+	case req.subresource == "status" && info.Status, req.subresource == "approval" && info.Approval:
 		switch r.Method {
 		case http.MethodGet:
 			s.get(w, r, req)

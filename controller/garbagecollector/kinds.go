@@ -6,13 +6,16 @@ import (
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -56,6 +59,15 @@ func (c *Controller) watchAll(f *cache.Factory) {
 	watch[*batchv1.CronJob](c, f, "cronjobs", true)
 	watch[*policyv1.PodDisruptionBudget](c, f, "poddisruptionbudgets", true)
 	watch[*autoscalingv2.HorizontalPodAutoscaler](c, f, "horizontalpodautoscalers", true)
+	// Objects no kplane controller acts on, which operators commonly own (and which are
+	// deleted with their owner).
+	watch[*rbacv1.Role](c, f, "roles", true)
+	watch[*rbacv1.RoleBinding](c, f, "rolebindings", true)
+	watch[*rbacv1.ClusterRole](c, f, "clusterroles", false)
+	watch[*rbacv1.ClusterRoleBinding](c, f, "clusterrolebindings", false)
+	watch[*certificatesv1.CertificateSigningRequest](c, f, "certificatesigningrequests", false)
+	watch[*admissionregistrationv1.ValidatingWebhookConfiguration](c, f, "validatingwebhookconfigurations", false)
+	watch[*admissionregistrationv1.MutatingWebhookConfiguration](c, f, "mutatingwebhookconfigurations", false)
 }
 
 // watch adds the resource of objects T to the collector: its informer feeds the graph, and typed

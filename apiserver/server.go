@@ -3,7 +3,8 @@
 // metav1.Status. Requests are authenticated first (package authentication: the token file,
 // service-account tokens); identity.go serves the TokenRequest, TokenReview and
 // SelfSubjectReview APIs and runs the ServiceAccount admission of new pods (package
-// serviceaccount). A plain-HTTP loopback server answers TLS on the same port too (listener.go),
+// serviceaccount); authorization.go answers the access reviews (there is no authorizer yet:
+// everything is allowed). A plain-HTTP loopback server answers TLS on the same port too (listener.go),
 // for in-cluster clients that reach it through the kubernetes service (bootstrap.go). The pods'
 // log, exec, attach and portforward subresources are passed on to the node agent running the
 // pod (log.go, stream.go).

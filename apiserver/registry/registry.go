@@ -1,6 +1,13 @@
 // Package registry describes each served resource: its names and scope, defaults, validation,
 // the spec/status split, selectable fields and table columns. Adding a resource is one Def value
 // in one file of this package, appended to All.
+//
+// Some resources are only stored, defaulted, validated and served, with no kplane behaviour
+// behind them yet; each group's file says what is missing. RBAC (rbac.go) is not enforced and
+// its writes get no escalation checks; webhooks and admission policies
+// (admissionregistration.go) are not called or evaluated; CertificateSigningRequests
+// (certificates.go) are not signed; flow control (flowcontrol.go) does not classify or queue
+// requests; APIServices (apiregistration.go) are not proxied.
 package registry
 
 import (

@@ -85,29 +85,28 @@ func (s *Server) serveAuthorizationAPI(w http.ResponseWriter, r *http.Request, n
 		obj.GetObjectKind().SetGroupVersionKind(gvk)
 		return true
 	}
-	allowed := authorizationv1.SubjectAccessReviewStatus{Allowed: true, Reason: allowedReason}
-	switch resource {
-	case "subjectaccessreviews":
-		review := &authorizationv1.SubjectAccessReview{}
-		if !decode(subjectAccessReviewGVK, review) {
-			return
-		}
-		errs := validateAccessReviewSpec(review.Spec, true)
-		errs = append(errs, metadataMustBeEmpty(review.ObjectMeta, false)...)
+	// answer refuses an invalid review, or answers it allowed.
+	answer := func(review runtime.Object, errs field.ErrorList, status *authorizationv1.SubjectAccessReviewStatus) {
 		if len(errs) > 0 {
 			writeError(w, reviewInvalid(errs))
 			return
 		}
-		review.Status = allowed
+		*status = authorizationv1.SubjectAccessReviewStatus{Allowed: true, Reason: allowedReason}
 		writeResult(w, r, http.StatusCreated, review)
+	}
+	switch resource {
+	case "subjectaccessreviews":
+		review := &authorizationv1.SubjectAccessReview{}
+		if decode(subjectAccessReviewGVK, review) {
+			errs := validateAccessReviewSpec(review.Spec, true)
+			answer(review, append(errs, metadataMustBeEmpty(review.ObjectMeta, false)...), &review.Status)
+		}
 	case "localsubjectaccessreviews":
 		review := &authorizationv1.LocalSubjectAccessReview{}
 		if !decode(localSubjectAccessReviewGVK, review) {
 			return
 		}
-		if review.Namespace == "" {
-			review.Namespace = namespace
-		}
+		review.Namespace = or(review.Namespace, namespace)
 		errs := validateAccessReviewSpec(review.Spec, true)
 		errs = append(errs, metadataMustBeEmpty(review.ObjectMeta, true)...)
 		if a := review.Spec.ResourceAttributes; a != nil && a.Namespace != review.Namespace {
@@ -116,31 +115,19 @@ func (s *Server) serveAuthorizationAPI(w http.ResponseWriter, r *http.Request, n
 		if review.Spec.NonResourceAttributes != nil {
 			errs = append(errs, field.Invalid(field.NewPath("spec.nonResourceAttributes"), review.Spec.NonResourceAttributes, "disallowed on this kind of request"))
 		}
-		if len(errs) > 0 {
-			writeError(w, reviewInvalid(errs))
-			return
-		}
-		if review.Namespace != namespace {
+		if len(errs) == 0 && review.Namespace != namespace {
 			writeError(w, apierrors.NewBadRequest(fmt.Sprintf("spec.resourceAttributes.namespace must match namespace: %v", namespace)))
 			return
 		}
-		review.Status = allowed
-		writeResult(w, r, http.StatusCreated, review)
+		answer(review, errs, &review.Status)
 	case "selfsubjectaccessreviews":
 		review := &authorizationv1.SelfSubjectAccessReview{}
-		if !decode(selfSubjectAccessReviewGVK, review) {
-			return
+		if decode(selfSubjectAccessReviewGVK, review) {
+			spec := authorizationv1.SubjectAccessReviewSpec{ResourceAttributes: review.Spec.ResourceAttributes,
+				NonResourceAttributes: review.Spec.NonResourceAttributes}
+			errs := validateAccessReviewSpec(spec, false)
+			answer(review, append(errs, metadataMustBeEmpty(review.ObjectMeta, false)...), &review.Status)
 		}
-		spec := authorizationv1.SubjectAccessReviewSpec{ResourceAttributes: review.Spec.ResourceAttributes,
-			NonResourceAttributes: review.Spec.NonResourceAttributes}
-		errs := validateAccessReviewSpec(spec, false)
-		errs = append(errs, metadataMustBeEmpty(review.ObjectMeta, false)...)
-		if len(errs) > 0 {
-			writeError(w, reviewInvalid(errs))
-			return
-		}
-		review.Status = allowed
-		writeResult(w, r, http.StatusCreated, review)
 	case "selfsubjectrulesreviews":
 		review := &authorizationv1.SelfSubjectRulesReview{}
 		if !decode(selfSubjectRulesReviewGVK, review) {

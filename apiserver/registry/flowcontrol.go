@@ -340,50 +340,47 @@ func nonResourceURLProblem(u string) string {
 	return ""
 }
 
+// validateFlowSubject checks a subject: the member its kind names is there and well formed,
+// the other two are not set.
 func validateFlowSubject(s *flowcontrolv1.Subject, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	forbid := func(set bool, name, kind string) {
-		if set {
-			errs = append(errs, field.Forbidden(p.Child(name), fmt.Sprintf("%s is forbidden when subject kind is not '%s'", name, kind)))
-		}
+	members := []struct {
+		kind  flowcontrolv1.SubjectKind
+		field string
+		set   bool
+	}{
+		{flowcontrolv1.SubjectKindServiceAccount, "serviceAccount", s.ServiceAccount != nil},
+		{flowcontrolv1.SubjectKindUser, "user", s.User != nil},
+		{flowcontrolv1.SubjectKindGroup, "group", s.Group != nil},
 	}
-	switch s.Kind {
-	case flowcontrolv1.SubjectKindServiceAccount:
-		if sa := s.ServiceAccount; sa == nil {
-			errs = append(errs, field.Required(p.Child("serviceAccount"), "serviceAccount is required when subject kind is 'ServiceAccount'"))
+	var errs field.ErrorList
+	switch {
+	case !slices.Contains(subjectKinds, s.Kind):
+		return field.ErrorList{field.NotSupported(p.Child("kind"), s.Kind, subjectKinds)}
+	case s.Kind == flowcontrolv1.SubjectKindServiceAccount && s.ServiceAccount != nil:
+		sp := p.Child("serviceAccount")
+		sa := s.ServiceAccount
+		if sa.Name == "" {
+			errs = append(errs, field.Required(sp.Child("name"), ""))
+		} else if sa.Name != flowcontrolv1.NameAll {
+			errs = append(errs, dnsSubdomain(sa.Name, sp.Child("name"))...)
+		}
+		if sa.Namespace == "" {
+			errs = append(errs, field.Required(sp.Child("namespace"), "must specify namespace for service account"))
 		} else {
-			sp := p.Child("serviceAccount")
-			if sa.Name == "" {
-				errs = append(errs, field.Required(sp.Child("name"), ""))
-			} else if sa.Name != flowcontrolv1.NameAll {
-				errs = append(errs, dnsSubdomain(sa.Name, sp.Child("name"))...)
-			}
-			if sa.Namespace == "" {
-				errs = append(errs, field.Required(sp.Child("namespace"), "must specify namespace for service account"))
-			} else {
-				errs = append(errs, dnsLabel(sa.Namespace, sp.Child("namespace"))...)
-			}
+			errs = append(errs, dnsLabel(sa.Namespace, sp.Child("namespace"))...)
 		}
-		forbid(s.User != nil, "user", "User")
-		forbid(s.Group != nil, "group", "Group")
-	case flowcontrolv1.SubjectKindUser:
-		if s.User == nil {
-			errs = append(errs, field.Required(p.Child("user"), "user is required when subject kind is 'User'"))
-		} else if s.User.Name == "" {
-			errs = append(errs, field.Required(p.Child("user", "name"), ""))
+	case s.Kind == flowcontrolv1.SubjectKindUser && s.User != nil && s.User.Name == "":
+		errs = append(errs, field.Required(p.Child("user", "name"), ""))
+	case s.Kind == flowcontrolv1.SubjectKindGroup && s.Group != nil && s.Group.Name == "":
+		errs = append(errs, field.Required(p.Child("group", "name"), ""))
+	}
+	for _, m := range members {
+		switch {
+		case m.kind == s.Kind && !m.set:
+			errs = append(errs, field.Required(p.Child(m.field), fmt.Sprintf("%s is required when subject kind is '%s'", m.field, m.kind)))
+		case m.kind != s.Kind && m.set:
+			errs = append(errs, field.Forbidden(p.Child(m.field), fmt.Sprintf("%s is forbidden when subject kind is not '%s'", m.field, m.kind)))
 		}
-		forbid(s.ServiceAccount != nil, "serviceAccount", "ServiceAccount")
-		forbid(s.Group != nil, "group", "Group")
-	case flowcontrolv1.SubjectKindGroup:
-		if s.Group == nil {
-			errs = append(errs, field.Required(p.Child("group"), "group is required when subject kind is 'Group'"))
-		} else if s.Group.Name == "" {
-			errs = append(errs, field.Required(p.Child("group", "name"), ""))
-		}
-		forbid(s.ServiceAccount != nil, "serviceAccount", "ServiceAccount")
-		forbid(s.User != nil, "user", "User")
-	default:
-		errs = append(errs, field.NotSupported(p.Child("kind"), s.Kind, subjectKinds))
 	}
 	return errs
 }

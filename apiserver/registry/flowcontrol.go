@@ -253,37 +253,46 @@ func validateFlowRule(r *flowcontrolv1.PolicyRulesWithSubjects, p *field.Path) f
 		errs = append(errs, flowVerbList(rr.Verbs, rp.Child("verbs"))...)
 		errs = append(errs, wildcardAlone(rr.APIGroups, rp.Child("apiGroups"), "resource rules must supply at least one api group", "api groups")...)
 		errs = append(errs, wildcardAlone(rr.Resources, rp.Child("resources"), "resource rules must supply at least one resource", "resources")...)
-		switch {
-		case len(rr.Namespaces) == 0 && !rr.ClusterScope:
+		if len(rr.Namespaces) == 0 && !rr.ClusterScope {
 			errs = append(errs, field.Required(rp.Child("namespaces"), "resource rules that are not cluster scoped must supply at least one namespace"))
-		case slices.Contains(rr.Namespaces, "*"):
-			if len(rr.Namespaces) > 1 {
-				errs = append(errs, field.Invalid(rp.Child("namespaces"), rr.Namespaces, "if '*' is present, must not specify other namespaces"))
-			}
-		default:
-			for j, ns := range rr.Namespaces {
-				for _, m := range apimachineryvalidation.ValidateNamespaceName(ns, false) {
-					errs = append(errs, field.Invalid(rp.Child("namespaces").Index(j), ns, "each member of this list must be '*' or a DNS-1123 label; "+m))
-				}
-			}
 		}
+		errs = append(errs, everyOrEach(rr.Namespaces, rp.Child("namespaces"), "namespaces", func(ns string) []string {
+			var out []string
+			for _, m := range apimachineryvalidation.ValidateNamespaceName(ns, false) {
+				out = append(out, "each member of this list must be '*' or a DNS-1123 label; "+m)
+			}
+			return out
+		})...)
 	}
 	for i, nr := range r.NonResourceRules {
 		np := p.Child("nonResourceRules").Index(i)
 		errs = append(errs, flowVerbList(nr.Verbs, np.Child("verbs"))...)
-		switch {
-		case len(nr.NonResourceURLs) == 0:
+		if len(nr.NonResourceURLs) == 0 {
 			errs = append(errs, field.Required(np.Child("nonResourceURLs"), "nonResourceURLs must contain at least one value"))
-		case slices.Contains(nr.NonResourceURLs, "*"):
-			if len(nr.NonResourceURLs) > 1 {
-				errs = append(errs, field.Invalid(np.Child("nonResourceURLs"), nr.NonResourceURLs, "if '*' is present, must not specify other non-resource URLs"))
+		}
+		errs = append(errs, everyOrEach(nr.NonResourceURLs, np.Child("nonResourceURLs"), "non-resource URLs", func(u string) []string {
+			if m := nonResourceURLProblem(u); m != "" {
+				return []string{m}
 			}
-		default:
-			for j, u := range nr.NonResourceURLs {
-				if m := nonResourceURLProblem(u); m != "" {
-					errs = append(errs, field.Invalid(np.Child("nonResourceURLs").Index(j), u, m))
-				}
-			}
+			return nil
+		})...)
+	}
+	return errs
+}
+
+// everyOrEach checks a list that is either "*" alone or members that problems finds nothing
+// wrong with; what names the members in the message about "*".
+func everyOrEach(list []string, p *field.Path, what string, problems func(string) []string) field.ErrorList {
+	if slices.Contains(list, "*") {
+		if len(list) > 1 {
+			return field.ErrorList{field.Invalid(p, list, "if '*' is present, must not specify other "+what)}
+		}
+		return nil
+	}
+	var errs field.ErrorList
+	for i, v := range list {
+		for _, m := range problems(v) {
+			errs = append(errs, field.Invalid(p.Index(i), v, m))
 		}
 	}
 	return errs

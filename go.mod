@@ -25,6 +25,7 @@ require (
 	k8s.io/apimachinery v0.36.0
 	k8s.io/client-go v0.36.0
 	k8s.io/cri-streaming v0.36.0
+	k8s.io/kube-aggregator v0.36.0
 	k8s.io/kubelet v0.36.0
 	k8s.io/metrics v0.36.0
 	k8s.io/streaming v0.36.0

@@ -10,6 +10,7 @@ import (
 	"github.com/kplane/kplane/storage"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +26,9 @@ var (
 	endpointSlicesGVR  = discoveryv1.SchemeGroupVersion.WithResource("endpointslices")
 	priorityClassesGVR = schedulingv1.SchemeGroupVersion.WithResource("priorityclasses")
 	serviceCIDRsGVR    = networkingv1.SchemeGroupVersion.WithResource("servicecidrs")
+	apiServicesGVR     = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
+	flowSchemasGVR     = flowcontrolv1.SchemeGroupVersion.WithResource("flowschemas")
+	priorityLevelsGVR  = flowcontrolv1.SchemeGroupVersion.WithResource("prioritylevelconfigurations")
 )
 
 // bootstrap creates what every Kubernetes cluster has from the start: the system namespaces, the
@@ -32,6 +36,9 @@ var (
 // server, so that in-cluster clients reach it through the service's ClusterIP. The port may
 // differ from one start to the next (--secure-port 0): each start writes the current one.
 func (s *Server) bootstrap(ctx context.Context) error {
+	if err := s.bootstrapAPIObjects(ctx); err != nil {
+		return err
+	}
 	namespaces := s.resources[namespacesGVR]
 	for _, name := range []string{"default", "kube-system", "kube-public", "kube-node-lease"} {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
@@ -102,6 +109,30 @@ func (s *Server) bootstrap(ctx context.Context) error {
 		c := cur.(*discoveryv1.EndpointSlice)
 		c.AddressType, c.Endpoints, c.Ports = addressType, endpoints, slicePorts
 	})
+}
+
+// bootstrapAPIObjects creates the API objects kube-apiserver registers at start: a local
+// APIService per served group version, and the mandatory FlowSchemas and
+// PriorityLevelConfigurations. They are created when missing and otherwise left as they are
+// (kube-apiserver too leaves its "onstart" APIServices to their users).
+func (s *Server) bootstrapAPIObjects(ctx context.Context) error {
+	apiServices := s.resources[apiServicesGVR]
+	for _, gv := range s.groupVersions() {
+		if err := s.ensure(ctx, apiServices, registry.LocalAPIService(gv), nil); err != nil {
+			return err
+		}
+	}
+	for _, pl := range registry.MandatoryPriorityLevels() {
+		if err := s.ensure(ctx, s.resources[priorityLevelsGVR], pl, nil); err != nil {
+			return err
+		}
+	}
+	for _, fs := range registry.MandatoryFlowSchemas() {
+		if err := s.ensure(ctx, s.resources[flowSchemasGVR], fs, nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ensure creates obj when it does not exist; when it does and fix is not nil, fix brings the

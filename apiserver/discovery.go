@@ -57,7 +57,7 @@ func (s *Server) groupVersions() []schema.GroupVersion {
 
 func groupVersionsOf(served []*resource) []schema.GroupVersion {
 	seen := map[schema.GroupVersion]bool{}
-	builtIn := map[string]bool{authenticationV1.Group: true, metricsGV.Group: true}
+	builtIn := map[string]bool{authenticationV1.Group: true, authorizationV1.Group: true, metricsGV.Group: true}
 	var out []schema.GroupVersion
 	for _, r := range served {
 		gv := r.info.GroupVersion
@@ -69,8 +69,9 @@ func groupVersionsOf(served []*resource) []schema.GroupVersion {
 			out = append(out, gv)
 		}
 	}
-	// authentication.k8s.io has only reviews, which are answered, not stored.
-	out = append(out, authenticationV1)
+	// authentication.k8s.io and authorization.k8s.io have only reviews, which are answered,
+	// not stored.
+	out = append(out, authenticationV1, authorizationV1)
 	out = append(out, metricsGV) // served without storage (metrics.go)
 	sort.SliceStable(out, func(i, j int) bool {
 		if bi, bj := builtIn[out[i].Group], builtIn[out[j].Group]; bi != bj {
@@ -163,6 +164,8 @@ func (s *Server) discoveredGroupVersions() []discoveredGroupVersion {
 			cs := registry.ComponentStatuses.Info
 			d.resources = append(d.resources, apidiscoveryv2.APIResourceDiscovery{Resource: cs.Resource, SingularResource: cs.Singular,
 				ResponseKind: &metav1.GroupVersionKind{Kind: cs.Kind}, Scope: apidiscoveryv2.ScopeCluster, Verbs: []string{"get", "list"}, ShortNames: cs.ShortNames})
+		case authorizationV1:
+			d.resources = append(d.resources, discoveredResources(authorizationAPIResources)...)
 		case authenticationV1:
 			d.resources = append(d.resources, discoveredResources(identityAPIResources)...)
 		case metricsGV:
@@ -216,6 +219,9 @@ func (s *Server) describeResource(info *registry.Info) apidiscoveryv2.APIResourc
 	}
 	if info.Status {
 		sub("status", metav1.GroupVersionKind{Kind: info.Kind}, statusVerbs...)
+	}
+	if info.Approval {
+		sub("approval", metav1.GroupVersionKind{Kind: info.Kind}, statusVerbs...)
 	}
 	sort.Slice(d.Subresources, func(i, j int) bool { return d.Subresources[i].Subresource < d.Subresources[j].Subresource })
 	return d

@@ -208,12 +208,14 @@ type createOnlyKind struct {
 	typ  reflect.Type
 }
 
-// createOnly lists the identity APIs' kinds, for OpenAPI.
+// createOnly lists the kinds that are answered, never stored (identity and authorization
+// reviews), for OpenAPI.
 func (s *Server) createOnly() []createOnlyKind {
 	out := []createOnlyKind{
 		{authenticationV1, "/apis/authentication.k8s.io/v1/tokenreviews", tokenReviewGVK, reflect.TypeOf(authenticationv1.TokenReview{})},
 		{authenticationV1, "/apis/authentication.k8s.io/v1/selfsubjectreviews", selfSubjectReviewGVK, reflect.TypeOf(authenticationv1.SelfSubjectReview{})},
 	}
+	out = append(out, authorizationCreateOnly()...)
 	if s.tokens != nil {
 		out = append(out, createOnlyKind{corev1.SchemeGroupVersion, "/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token", tokenRequestGVK, reflect.TypeOf(authenticationv1.TokenRequest{})})
 	}

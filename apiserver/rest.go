@@ -381,6 +381,9 @@ func (s *Server) updateFunc(ctx context.Context, req request, newObj func(cur st
 		}
 		errs := res.strategy.AllocateFor(ctx, res.store, obj, cur)
 		errs = append(errs, res.strategy.ValidateObject(obj, cur)...)
+		if req.subresource != "" {
+			errs = append(errs, res.strategy.ValidateSubresourceWrite(obj, cur, req.subresource)...)
+		}
 		if len(errs) > 0 {
 			return nil, apierrors.NewInvalid(res.info.GVK().GroupKind(), req.name, errs)
 		}

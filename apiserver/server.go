@@ -5,7 +5,8 @@
 // resources that discoveryChanged invalidates (discovery.go). Requests are authenticated first (package authentication: the token file,
 // service-account tokens); identity.go serves the TokenRequest, TokenReview and
 // SelfSubjectReview APIs and runs the ServiceAccount admission of new pods (package
-// serviceaccount). A plain-HTTP loopback server answers TLS on the same port too (listener.go),
+// serviceaccount); authorization.go answers the access reviews (there is no authorizer yet:
+// everything is allowed). A plain-HTTP loopback server answers TLS on the same port too (listener.go),
 // for in-cluster clients that reach it through the kubernetes service (bootstrap.go). The pods'
 // log, exec, attach and portforward subresources are passed on to the node agent running the
 // pod (log.go, stream.go).
@@ -281,6 +282,10 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, group string, 
 			s.serveIdentityAPI(w, r, parts[0])
 			return
 		}
+		if gv == authorizationV1 && len(parts) == 1 {
+			s.serveAuthorizationAPI(w, r, req.namespace, parts[0])
+			return
+		}
 		writeError(w, apierrors.NewGenericServerResponse(http.StatusNotFound, strings.ToLower(r.Method), schema.GroupResource{Group: gv.Group, Resource: parts[0]}, "", "", 0, false))
 		return
 	}
@@ -362,7 +367,7 @@ func (s *Server) serveSubresource(w http.ResponseWriter, r *http.Request, req re
 	info := req.res.info
 	gr := info.GroupResource()
 	switch {
-	case req.subresource == "status" && info.Status:
+	case req.subresource == "status" && info.Status, req.subresource == "approval" && info.Approval:
 		switch r.Method {
 		case http.MethodGet:
 			s.get(w, r, req)

@@ -1,7 +1,6 @@
 package customresource
 
 import (
-	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -10,51 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 )
-
-// schemaOf decodes a YAML openAPIV3Schema.
-func schemaOf(t *testing.T, doc string) *apiextv1.JSONSchemaProps {
-	t.Helper()
-	var p apiextv1.JSONSchemaProps
-	if err := yaml.Unmarshal([]byte(doc), &p); err != nil {
-		t.Fatalf("schema: %v", err)
-	}
-	return &p
-}
-
-// objectOf decodes a JSON object as the apiserver does (integers as int64).
-func objectOf(t *testing.T, doc string) map[string]any {
-	t.Helper()
-	if doc == "" {
-		return nil
-	}
-	d := json.NewDecoder(strings.NewReader(doc))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
-		t.Fatalf("object: %v", err)
-	}
-	return numbers(v).(map[string]any)
-}
-
-func numbers(v any) any {
-	switch x := v.(type) {
-	case json.Number:
-		if i, err := x.Int64(); err == nil {
-			return i
-		}
-		f, _ := x.Float64()
-		return f
-	case map[string]any:
-		for k, e := range x {
-			x[k] = numbers(e)
-		}
-	case []any:
-		for i, e := range x {
-			x[i] = numbers(e)
-		}
-	}
-	return v
-}
 
 func errorStrings(errs field.ErrorList) []string {
 	var out []string

@@ -26,6 +26,9 @@ func schemaOf(t *testing.T, src string) *apiextv1.JSONSchemaProps {
 // as int64).
 func objectOf(t *testing.T, src string) map[string]any {
 	t.Helper()
+	if src == "" {
+		return nil
+	}
 	js, err := yaml.YAMLToJSON([]byte(src))
 	if err != nil {
 		t.Fatal(err)

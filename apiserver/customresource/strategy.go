@@ -294,6 +294,12 @@ func validateMetadataFields(md *Schema, u *unstructured.Unstructured) field.Erro
 	return errs
 }
 
+// ValidateSubresourceWrite implements registry.Strategy: custom resources' subresources check
+// nothing beyond the object's own validation.
+func (r *Resource) ValidateSubresourceWrite(registry.Object, registry.Object, string) field.ErrorList {
+	return nil
+}
+
 // ClaimsOf implements registry.Strategy.
 func (r *Resource) ClaimsOf(registry.Object) []string { return nil }
 

@@ -35,6 +35,10 @@ func All(svc *ServiceAllocation) []Strategy {
 	all = append(all, schedulingResources()...)
 	all = append(all, storageExtraResources()...)
 	all = append(all, resourceResources()...)
+	all = append(all, rbacResources()...)
+	all = append(all, certificateSigningRequests, apiServices)
+	all = append(all, flowcontrolResources()...)
+	all = append(all, admissionregistrationResources()...)
 	return all
 }
 

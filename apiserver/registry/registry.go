@@ -1,6 +1,13 @@
 // Package registry describes each served resource: its names and scope, defaults, validation,
 // the spec/status split, selectable fields and table columns. Adding a resource is one Def value
 // in one file of this package, appended to All.
+//
+// Some resources are only stored, defaulted, validated and served, with no kplane behaviour
+// behind them yet; each group's file says what is missing. RBAC (rbac.go) is not enforced and
+// its writes get no escalation checks; webhooks and admission policies
+// (admissionregistration.go) are not called or evaluated; CertificateSigningRequests
+// (certificates.go) are not signed; flow control (flowcontrol.go) does not classify or queue
+// requests; APIServices (apiregistration.go) are not proxied.
 package registry
 
 import (
@@ -38,6 +45,9 @@ type Info struct {
 	// StoredUnder, when set, is the resource whose storage keys hold this one's objects:
 	// events.k8s.io Events are core Events, one object whichever group serves it.
 	StoredUnder schema.GroupResource
+	// Approval is a certificatesigningrequests/approval-style subresource: a status write that
+	// only the approval conditions go through.
+	Approval bool
 }
 
 // GroupResource names the resource for errors and storage keys.
@@ -84,6 +94,9 @@ type Strategy interface {
 	AdmitFor(ctx context.Context, objs Objects, obj, old Object, subresource string) error
 	// Validate checks obj; old is nil on create.
 	ValidateObject(obj, old Object) field.ErrorList
+	// ValidateSubresourceWrite adds the checks of a write through subresource (not "") to
+	// those of ValidateObject: what only that subresource may change.
+	ValidateSubresourceWrite(obj, old Object, subresource string) field.ErrorList
 	// Claims lists the exclusive keys obj holds.
 	ClaimsOf(obj Object) []string
 	// Fields are the selectable fields of obj for field selectors.
@@ -170,6 +183,10 @@ type Def[T Object] struct {
 	Admit func(ctx context.Context, objs Objects, obj, old T) error
 	// PrepareStatus adjusts a write of the status subresource, after the stored spec is kept.
 	PrepareStatus func(obj, old T)
+	// PrepareApproval adjusts a write of the approval subresource, after the stored spec is kept.
+	PrepareApproval func(obj, old T)
+	// ValidateSubresource adds checks of writes through a subresource (status, approval).
+	ValidateSubresource func(obj, old T, subresource string) field.ErrorList
 	// Fields adds selectable fields beyond metadata.name and metadata.namespace.
 	Fields func(T) fields.Set
 	// Columns follow the NAME column; Row gives the matching cells (without the name).
@@ -225,7 +242,8 @@ func (d *Def[T]) PrepareCreate(o Object) {
 // PrepareUpdate implements Strategy.
 func (d *Def[T]) PrepareUpdate(o, oldo Object, subresource string) {
 	obj, old := o.(T), oldo.(T)
-	status := subresource == "status"
+	// An approval write is a status write of its own: it too keeps the stored spec.
+	status := subresource == "status" || subresource == "approval" && d.Info.Approval
 	if subresource == "" && d.KeepOnUpdate != nil {
 		d.KeepOnUpdate(obj, old)
 	}
@@ -236,8 +254,11 @@ func (d *Def[T]) PrepareUpdate(o, oldo Object, subresource string) {
 			copyField(obj, old, "Status")
 		}
 	}
-	if status && d.PrepareStatus != nil {
+	switch {
+	case subresource == "status" && d.PrepareStatus != nil:
 		d.PrepareStatus(obj, old)
+	case subresource == "approval" && d.PrepareApproval != nil:
+		d.PrepareApproval(obj, old)
 	}
 	obj.SetGeneration(old.GetGeneration())
 	if d.Defaults != nil {
@@ -297,6 +318,14 @@ func (d *Def[T]) ValidateObject(o, oldo Object) field.ErrorList {
 		errs = append(errs, d.Validate(obj)...)
 	}
 	return errs
+}
+
+// ValidateSubresourceWrite implements Strategy.
+func (d *Def[T]) ValidateSubresourceWrite(o, oldo Object, subresource string) field.ErrorList {
+	if d.ValidateSubresource == nil {
+		return nil
+	}
+	return d.ValidateSubresource(o.(T), oldo.(T), subresource)
 }
 
 // ClaimsOf implements Strategy.

@@ -304,7 +304,7 @@ func validateDeviceRequest(class string, selectors []resourcev1.DeviceSelector, 
 
 // qualifiedName is a device attribute or capacity name: a C identifier, optionally behind a
 // driver-name domain and a slash.
-func qualifiedName(name string, p *field.Path) field.ErrorList {
+func deviceQualifiedName(name string, p *field.Path) field.ErrorList {
 	domain, id, qualified := strings.Cut(name, "/")
 	var errs field.ErrorList
 	if qualified {
@@ -326,7 +326,7 @@ func qualifiedName(name string, p *field.Path) field.ErrorList {
 }
 
 func fullyQualifiedName(name string, p *field.Path) field.ErrorList {
-	errs := qualifiedName(name, p)
+	errs := deviceQualifiedName(name, p)
 	if !strings.Contains(name, "/") {
 		errs = append(errs, field.Invalid(p, name, "a fully qualified name must be a domain and a name separated by a slash"))
 	}
@@ -480,13 +480,13 @@ func validateDevice(d resourcev1.Device, perDevice bool, p *field.Path) field.Er
 	}
 	for name, a := range d.Attributes {
 		ap := p.Child("attributes").Key(string(name))
-		errs = append(errs, qualifiedName(string(name), p.Child("attributes"))...)
+		errs = append(errs, deviceQualifiedName(string(name), p.Child("attributes"))...)
 		errs = append(errs, validateDeviceAttribute(a, ap)...)
 	}
 	multiple := deref(d.AllowMultipleAllocations)
 	for name, c := range d.Capacity {
 		cp := p.Child("capacity").Key(string(name))
-		errs = append(errs, qualifiedName(string(name), p.Child("capacity"))...)
+		errs = append(errs, deviceQualifiedName(string(name), p.Child("capacity"))...)
 		if c.RequestPolicy != nil && !multiple {
 			errs = append(errs, field.Forbidden(cp.Child("requestPolicy"), "allowMultipleAllocations must be true"))
 		}

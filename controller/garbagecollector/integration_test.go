@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -267,6 +268,24 @@ func TestServiceEndpointSlices(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the slice to be collected", gone[*discoveryv1.EndpointSlice](t, "endpointslices", ns, "web-abc"))
+}
+
+// TestRoleBinding: an operator's RoleBinding (an API no kplane controller acts on) is
+// collected with the object that owns it.
+func TestRoleBinding(t *testing.T) {
+	start(t)
+	ns := testserver.Namespace(t, c, "gc-rbac")
+	rs := replicaSet(t, ns, "rs")
+	_, err := client.Resource[*rbacv1.RoleBinding](c, "rolebindings").Namespace(ns).Create(context.Background(), &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "rb", OwnerReferences: []metav1.OwnerReference{owner("apps/v1", "ReplicaSet", "rs", rs, true)}},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "default"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleteRS(t, ns, "rs", metav1.DeletePropagationBackground)
+	waitFor(t, "the binding to be collected", gone[*rbacv1.RoleBinding](t, "rolebindings", ns, "rb"))
 }
 
 func TestOptionsValidate(t *testing.T) {

@@ -1,0 +1,2 @@
+// Package fieldmanager is kplane's server-side apply and field ownership.
+package fieldmanager

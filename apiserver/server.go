@@ -12,6 +12,7 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"github.com/kplane/kplane/apiserver/fieldmanager"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -56,6 +57,9 @@ type resource struct {
 	claims   storage.ClaimsFunc
 	// selectable are the field names field selectors may use.
 	selectable fields.Set
+	// fields record field ownership, one manager per endpoint: "" (the object), "status",
+	// "scale", "finalize" (fields.go).
+	fields map[string]*fieldmanager.Manager
 }
 
 // Server is the API server's HTTP handler.
@@ -97,6 +101,7 @@ func New(cfg Config) *Server {
 				return labels.Set(o.GetLabels()), st.SelectableFields(o)
 			},
 		}, cfg.Cache)
+		r.fields = fieldManagers(r)
 		s.resources[info.GroupVersion.WithResource(info.Resource)] = r
 		s.ordered = append(s.ordered, r)
 	}
@@ -213,6 +218,7 @@ type request struct {
 	namespace   string
 	name        string
 	subresource string
+	writer      writer
 }
 
 // serveAPI routes /api/<version>/... and /apis/<group>/<version>/...
@@ -261,6 +267,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, group string, 
 		return
 	}
 	req.res = res
+	req.writer.manager = managerOf(r)
 	if len(parts) > 1 {
 		req.name = parts[1]
 	}

@@ -3,12 +3,14 @@ package fieldmanager
 import (
 	"bytes"
 	"fmt"
+	"net/http"
 	"reflect"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -82,8 +84,9 @@ func (m *Manager) Update(live, obj runtime.Object, manager string) runtime.Objec
 
 // Apply merges an apply patch (the YAML or JSON body of an apply request) into live (nil when
 // the object does not exist yet) for manager. The result is an object of the endpoint's kind with
-// its managedFields set. Errors are API errors: 400 for a body that is not an object of this
-// kind, 409 Conflict naming each field another manager owns unless force is set.
+// its managedFields set. Errors are API errors as Kubernetes gives them: 400 for a body that is
+// not YAML or names another kind, 500 for one whose fields do not fit the kind, 409 Conflict
+// naming each field another manager owns unless force is set.
 func (m *Manager) Apply(live runtime.Object, patch []byte, manager string, force bool) (runtime.Object, error) {
 	applied := &unstructured.Unstructured{Object: map[string]any{}}
 	if err := yaml.Unmarshal(patch, &applied.Object); err != nil {
@@ -101,8 +104,9 @@ func (m *Manager) Apply(live runtime.Object, patch []byte, manager string, force
 			return nil, err
 		}
 		// The patch is well-formed YAML but not an object of this kind (a string where a
-		// map belongs, a duplicate key in a set): the client's fault.
-		return nil, apierrors.NewBadRequest(err.Error())
+		// map belongs, a field the kind does not have): Kubernetes answers these with a bare
+		// 500 carrying the field manager's message, and so does kplane.
+		return nil, &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusInternalServerError, Message: err.Error()}}
 	}
 	return out, nil
 }

@@ -164,18 +164,25 @@ func TestUpdateRecordsManager(t *testing.T) {
 
 func TestApplyBadInput(t *testing.T) {
 	m := deploymentManager(t, "")
-	for _, tc := range []struct{ name, body, want string }{
-		{"not YAML", "{", "error decoding YAML"},
-		{"a list", "- a\n- b\n", "error decoding YAML"},
-		{"another kind", "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\n", "invalid object type: /v1, Kind=Pod"},
-		{"another version", "apiVersion: apps/v1beta1\nkind: Deployment\nmetadata: {name: web}\n", "invalid object type"},
-		{"wrong shape", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: [1]}\n", ".spec.replicas"},
-		{"managedFields set", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, managedFields: [{manager: x}]}\n", "metadata.managedFields must be nil"},
+	for _, tc := range []struct {
+		name, body string
+		code       int32
+		want       string
+	}{
+		{"not YAML", "{", 400, "error decoding YAML"},
+		{"a list", "- a\n- b\n", 400, "error decoding YAML"},
+		{"another kind", "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\n", 400, "invalid object type: /v1, Kind=Pod"},
+		{"another version", "apiVersion: apps/v1beta1\nkind: Deployment\nmetadata: {name: web}\n", 400, "invalid object type"},
+		{"managedFields set", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, managedFields: [{manager: x}]}\n", 400, "metadata.managedFields must be nil"},
+		{"wrong shape", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: [1]}\n", 500,
+			"failed to create typed patch object (/web; apps/v1, Kind=Deployment): .spec.replicas: expected numeric (int or float), got []interface {}"},
+		{"unknown field", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {foo: 1}\n", 500, ".spec.foo: field not declared in schema"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := m.Apply(nil, []byte(tc.body), "alice", false)
-			if !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("err = %v, want 400 containing %q", err, tc.want)
+			st, ok := err.(apierrors.APIStatus)
+			if !ok || st.Status().Code != tc.code || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %d containing %q", err, tc.code, tc.want)
 			}
 		})
 	}

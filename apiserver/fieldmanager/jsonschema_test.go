@@ -82,14 +82,14 @@ func TestForJSONSchema(t *testing.T) {
 		{name: "an atomic map", body: "spec: {selector: {other: x}}", wantErr: ".spec.selector"},
 		{name: "embedded metadata", body: "spec: {template: {metadata: {name: q}}}", wantErr: ".spec.template.metadata.name"},
 		{name: "free-form fields", body: "spec: {extra: {x: {z: 2}}}", wantErr: ".spec.extra.x.z"},
-		{name: "a list where a scalar belongs", body: "spec: {size: [1]}", wantErr: "400"},
+		{name: "a list where a scalar belongs", body: "spec: {size: [1]}", wantErr: "500"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := m.Apply(live.DeepCopyObject(), []byte(head+tc.body), "bob", false)
 			switch {
-			case tc.wantErr == "400":
-				if !apierrors.IsBadRequest(err) {
-					t.Fatalf("err = %v, want 400", err)
+			case tc.wantErr == "500":
+				if st, ok := err.(apierrors.APIStatus); !ok || st.Status().Code != 500 {
+					t.Fatalf("err = %v, want 500", err)
 				}
 			case tc.wantErr == "":
 				if err != nil {

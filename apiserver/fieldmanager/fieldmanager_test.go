@@ -201,3 +201,16 @@ func TestManagerName(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyKeepsDefaultedKeys applies ports without their protocol twice: the live ports,
+// defaulted to TCP, are the same entries, not others.
+func TestApplyKeepsDefaultedKeys(t *testing.T) {
+	m := deploymentManager(t, "", "status")
+	withPort := strings.Replace(applyWeb, "image: nginx\n", "image: nginx\n        ports: [{containerPort: 80}]\n", 1)
+	live := apply(t, m, nil, withPort, "alice", false)
+	live.Spec.Template.Spec.Containers[0].Ports[0].Protocol = "TCP" // as the strategy defaults it
+	live = apply(t, m, live, withPort, "alice", false)
+	if ports := live.Spec.Template.Spec.Containers[0].Ports; len(ports) != 1 {
+		t.Fatalf("ports = %+v, want the one TCP port", ports)
+	}
+}

@@ -3,6 +3,7 @@ package fieldmanager
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
@@ -125,6 +126,7 @@ func ForGoTypes(kinds map[schema.GroupVersionKind]reflect.Type) (*Types, error) 
 		}
 		names[gvk] = b.named(typ)
 	}
+	b.keyDefaults()
 	b.types = append(b.types, untypedDefs()...)
 	t.parser = &typed.Parser{Schema: smdschema.Schema{Types: b.types}}
 	for gvk, name := range names {
@@ -154,6 +156,57 @@ func (b *goSchema) named(t reflect.Type) string {
 	b.fields(t, name, m)
 	b.types[i].Atom = smdschema.Atom{Map: m}
 	return name
+}
+
+// keyDefaults gives the key fields of every list map a default, the value an entry that omits
+// the key is taken to have: a port applied without its protocol is the live TCP port, not
+// another one. Kubernetes' OpenAPI declares these defaults (TCP for ports' protocol, the zero
+// value for the required keys); the Go types only imply them.
+func (b *goSchema) keyDefaults() {
+	index := map[string]int{}
+	for i, td := range b.types {
+		index[td.Name] = i
+	}
+	var visit func(ref smdschema.TypeRef)
+	visit = func(ref smdschema.TypeRef) {
+		l := ref.Inlined.List
+		if l == nil || len(l.Keys) == 0 || l.ElementType.NamedType == nil {
+			return
+		}
+		elem := *l.ElementType.NamedType
+		td := &b.types[index[elem]]
+		for j := range td.Map.Fields {
+			f := &td.Map.Fields[j]
+			if !slices.Contains(l.Keys, f.Name) || f.Default != nil || f.Type.Inlined.Scalar == nil {
+				continue
+			}
+			if d, ok := keyDefaults[elem+"."+f.Name]; ok {
+				f.Default = d
+				continue
+			}
+			switch *f.Type.Inlined.Scalar {
+			case smdschema.String:
+				f.Default = ""
+			case smdschema.Numeric:
+				f.Default = int64(0)
+			case smdschema.Boolean:
+				f.Default = false
+			}
+		}
+	}
+	for _, td := range b.types {
+		if td.Map != nil {
+			for _, f := range td.Map.Fields {
+				visit(f.Type)
+			}
+		}
+	}
+}
+
+// keyDefaults are the list-map keys whose default is not their zero value.
+var keyDefaults = map[string]any{
+	"io.k8s.api.core.v1.ContainerPort.protocol": "TCP",
+	"io.k8s.api.core.v1.ServicePort.protocol":   "TCP",
 }
 
 // fields adds t's JSON fields to m, inlined structs' fields included.

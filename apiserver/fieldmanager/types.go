@@ -167,8 +167,7 @@ func (b *goSchema) keyDefaults() {
 	for i, td := range b.types {
 		index[td.Name] = i
 	}
-	var visit func(ref smdschema.TypeRef)
-	visit = func(ref smdschema.TypeRef) {
+	visit := func(ref smdschema.TypeRef) {
 		l := ref.Inlined.List
 		if l == nil || len(l.Keys) == 0 || l.ElementType.NamedType == nil {
 			return
@@ -260,7 +259,9 @@ func (b *goSchema) fields(t reflect.Type, owner string, m *smdschema.Map) {
 
 // ref is the type reference of a field of Go type t.
 func (b *goSchema) ref(t reflect.Type) smdschema.TypeRef {
-	scalar := func(s smdschema.Scalar) smdschema.TypeRef { return smdschema.TypeRef{Inlined: smdschema.Atom{Scalar: &s}} }
+	scalar := func(s smdschema.Scalar) smdschema.TypeRef {
+		return smdschema.TypeRef{Inlined: smdschema.Atom{Scalar: &s}}
+	}
 	named := func(n string) smdschema.TypeRef { return smdschema.TypeRef{NamedType: &n} }
 	switch t {
 	case timeType, microTimeType, intOrString, quantityType:

@@ -12,7 +12,6 @@ package apiserver
 import (
 	"context"
 	"fmt"
-	"github.com/kplane/kplane/apiserver/fieldmanager"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/kplane/kplane/apiserver/authentication"
+	"github.com/kplane/kplane/apiserver/fieldmanager"
 	"github.com/kplane/kplane/apiserver/registry"
 	"github.com/kplane/kplane/apiserver/serviceaccount"
 	"github.com/kplane/kplane/storage"

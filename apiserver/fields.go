@@ -92,11 +92,7 @@ func recordUpdate(req request, cur, obj storage.Object) storage.Object {
 	if m == nil || req.writer.applied {
 		return obj
 	}
-	var live runtime.Object
-	if cur != nil {
-		live = cur
-	}
-	out, ok := m.Update(live, obj, or(req.writer.manager, internalManager)).(storage.Object)
+	out, ok := m.Update(cur, obj, or(req.writer.manager, internalManager)).(storage.Object)
 	if !ok {
 		return obj
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/kplane/kplane/storage"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
@@ -132,11 +131,7 @@ func (s *Server) applyPatch(w http.ResponseWriter, r *http.Request, req request,
 	}
 	req.writer.applied = true
 	merge := func(live storage.Object) (storage.Object, error) {
-		var cur runtime.Object
-		if live != nil {
-			cur = live
-		}
-		out, err := m.Apply(cur, wr.body, req.writer.manager, force)
+		out, err := m.Apply(live, wr.body, req.writer.manager, force)
 		if err != nil {
 			return nil, err
 		}

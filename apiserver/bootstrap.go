@@ -152,7 +152,7 @@ func (s *Server) ensure(ctx context.Context, res *resource, obj storage.Object, 
 		return err
 	}
 	obj.GetObjectKind().SetGroupVersionKind(res.info.GVK())
-	if _, err := s.createPrepared(ctx, res, obj, false); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := s.createPrepared(ctx, request{res: res}, obj, false); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
 	return nil

@@ -95,6 +95,9 @@ func parseWrite(r *http.Request) (writeRequest, error) {
 	if wr.fv, err = parseFieldValidation(r); err != nil {
 		return wr, err
 	}
+	if err = checkWriteOptions(r); err != nil {
+		return wr, err
+	}
 	wr.body, err = readBody(r)
 	return wr, err
 }

@@ -134,6 +134,7 @@ func (s *Server) newCustomResource(st *customresource.Resource) *resource {
 			return labels.Set(o.GetLabels()), st.SelectableFields(o)
 		},
 	}, s.cfg.Cache)
+	r.fields = customFieldManagers(r)
 	return r
 }
 

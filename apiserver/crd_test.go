@@ -232,6 +232,23 @@ func TestCustomResources(t *testing.T) {
 		}
 	})
 
+	t.Run("server-side apply", func(t *testing.T) {
+		body := fmt.Sprintf("apiVersion: %s/v1\nkind: Widget\nmetadata: {name: applied}\nspec: {color: red, replicas: 2}\n", g)
+		r := do(t, "PATCH", base+"/applied?fieldManager=alice", body, "Content-Type", "application/apply-patch+yaml")
+		if r.code != http.StatusCreated || !strings.Contains(string(r.body), `"manager":"alice","operation":"Apply"`) {
+			t.Fatalf("apply create: %d %s", r.code, r.body)
+		}
+		body = fmt.Sprintf("apiVersion: %s/v1\nkind: Widget\nmetadata: {name: applied}\nspec: {color: blue}\n", g)
+		r = do(t, "PATCH", base+"/applied?fieldManager=bob", body, "Content-Type", "application/apply-patch+yaml")
+		if r.code != http.StatusConflict || !strings.Contains(string(r.body), `Apply failed with 1 conflict: conflict with \"alice\": .spec.color`) {
+			t.Errorf("conflicting apply: %d %s", r.code, r.body)
+		}
+		r = do(t, "PATCH", base+"/applied?fieldManager=bob&force=true", body, "Content-Type", "application/apply-patch+yaml")
+		if r.code != http.StatusOK || get(r.object(t), "spec", "color") != "blue" || get(r.object(t), "spec", "replicas") != float64(2) {
+			t.Errorf("forced apply: %d %s", r.code, r.body)
+		}
+	})
+
 	t.Run("names conflict", func(t *testing.T) {
 		other := crdOf(t, g, `
 apiVersion: apiextensions.k8s.io/v1

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	openapiv2 "github.com/google/gnostic-models/openapiv2"
+	"github.com/kplane/kplane/apiserver/fieldmanager"
 	"google.golang.org/protobuf/proto"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -256,17 +257,8 @@ var (
 )
 
 // schemaName names a type as Kubernetes' OpenAPI does: k8s.io/api/core/v1.Pod → io.k8s.api.core.v1.Pod.
-func schemaName(t reflect.Type) string {
-	pkg := t.PkgPath()
-	if host, rest, ok := strings.Cut(pkg, "/"); ok {
-		parts := strings.Split(host, ".")
-		for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
-			parts[i], parts[j] = parts[j], parts[i]
-		}
-		pkg = strings.Join(parts, ".") + "." + strings.ReplaceAll(rest, "/", ".")
-	}
-	return pkg + "." + t.Name()
-}
+// The field manager names its types alike.
+var schemaName = fieldmanager.TypeName
 
 // ref returns a reference to t's component, generating it (and what it uses) if needed.
 func (g *schemaGen) ref(t reflect.Type, gvk schema.GroupVersionKind) map[string]any {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/kplane/kplane/storage"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
@@ -58,8 +59,10 @@ func patchFor(r *http.Request, patch []byte) (patchApplier, error) {
 			return out, nil
 		}, nil
 	case types.ApplyYAMLPatchType, types.ApplyCBORPatchType:
+		// Apply patches are merged by the field manager (applyPatch), except where an
+		// endpoint has none.
 		return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", schema.GroupResource{}, "",
-			"server-side apply is not supported by kplane; use client-side apply (kubectl apply without --server-side)", 0, false)
+			"server-side apply is not supported at this endpoint", 0, false)
 	default:
 		return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", schema.GroupResource{}, "",
 			fmt.Sprintf("unsupported patch type %q: use application/json-patch+json, application/merge-patch+json or application/strategic-merge-patch+json", mediaType(r)), 0, false)
@@ -78,6 +81,10 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request, req request) {
 	if res.custom != nil && types.PatchType(mediaType(r)) == types.StrategicMergePatchType {
 		writeError(w, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", schema.GroupResource{}, "",
 			"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json", 0, false))
+		return
+	}
+	if isApply(r) && res.fields[req.subresource] != nil {
+		s.applyPatch(w, r, req, wr)
 		return
 	}
 	apply, err := patchFor(r, wr.body)
@@ -107,4 +114,66 @@ func patchObject(w http.ResponseWriter, res *resource, cur storage.Object, apply
 		return nil, err
 	}
 	return obj, nil
+}
+
+// applyPatch serves a server-side apply: the field manager merges the patch into the stored
+// object (or an empty one, creating it) for the request's manager, and records the result.
+func (s *Server) applyPatch(w http.ResponseWriter, r *http.Request, req request, wr writeRequest) {
+	ctx := r.Context()
+	m := req.res.fields[req.subresource]
+	force := false
+	if f := r.URL.Query().Get("force"); f != "" {
+		var err error
+		if force, err = strconv.ParseBool(f); err != nil {
+			writeError(w, apierrors.NewBadRequest(fmt.Sprintf("invalid force %q: %v", f, err)))
+			return
+		}
+	}
+	if mediaType(r) == string(types.ApplyCBORPatchType) {
+		writeError(w, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", schema.GroupResource{}, "",
+			"apply patches in CBOR are not supported; send application/apply-patch+yaml", 0, false))
+		return
+	}
+	req.writer.applied = true
+	merge := func(live storage.Object) (storage.Object, error) {
+		out, err := m.Apply(live, wr.body, req.writer.manager, force)
+		if err != nil {
+			return nil, err
+		}
+		obj, ok := out.(storage.Object)
+		if !ok {
+			return nil, apierrors.NewInternalError(fmt.Errorf("apply produced %T", out))
+		}
+		return obj, nil
+	}
+	for attempt := 0; ; attempt++ {
+		updated, err := s.runUpdate(ctx, req, s.updateFunc(ctx, req, merge), wr.dry)
+		if !apierrors.IsNotFound(err) || req.subresource != "" || attempt > 0 {
+			if err != nil {
+				writeError(w, err)
+				return
+			}
+			writeResult(w, r, http.StatusOK, updated)
+			return
+		}
+		// Nothing to apply to: the patch is the whole object.
+		obj, err := merge(nil)
+		if err == nil && obj.GetName() != req.name {
+			err = apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), req.name))
+		}
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		created, err := s.createChecked(ctx, req, obj, wr.dry)
+		if apierrors.IsAlreadyExists(err) {
+			continue // created meanwhile: apply to it
+		}
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeResult(w, r, http.StatusCreated, created)
+		return
+	}
 }

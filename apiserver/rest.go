@@ -263,35 +263,43 @@ func (s *Server) createObject(w http.ResponseWriter, r *http.Request, req reques
 	if err := decodeBody(w, res, wr.body, mediaType(r), wr.fv, obj); err != nil {
 		return nil, 0, err
 	}
-	if res.info.Namespaced {
-		if obj.GetNamespace() == "" {
-			obj.SetNamespace(req.namespace)
-		} else if obj.GetNamespace() != req.namespace {
-			return nil, 0, apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
-		}
-	} else {
-		obj.SetNamespace("")
-	}
-	if obj.GetResourceVersion() != "" {
-		return nil, 0, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
-	}
-	if err := s.checkNamespace(ctx, res, req.namespace); err != nil {
-		return nil, 0, err
-	}
-	if err := s.admit(ctx, res, obj); err != nil {
-		return nil, 0, err
-	}
-	created, err := s.createPrepared(ctx, res, obj, wr.dry)
+	created, err := s.createChecked(ctx, req, obj, wr.dry)
 	if err != nil {
 		return nil, 0, err
 	}
 	return created, http.StatusCreated, nil
 }
 
+// createChecked creates a client's object in the request's namespace, which must exist and
+// not be terminating.
+func (s *Server) createChecked(ctx context.Context, req request, obj storage.Object, dry bool) (storage.Object, error) {
+	res := req.res
+	if res.info.Namespaced {
+		if obj.GetNamespace() == "" {
+			obj.SetNamespace(req.namespace)
+		} else if obj.GetNamespace() != req.namespace {
+			return nil, apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+		}
+	} else {
+		obj.SetNamespace("")
+	}
+	if obj.GetResourceVersion() != "" {
+		return nil, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
+	}
+	if err := s.checkNamespace(ctx, res, req.namespace); err != nil {
+		return nil, err
+	}
+	if err := s.admit(ctx, res, obj); err != nil {
+		return nil, err
+	}
+	return s.createPrepared(ctx, req, obj, dry)
+}
+
 // createPrepared fills server-set metadata, defaults, allocates, validates and stores a new
 // object. Allocation races (two creates picking one ClusterIP) and generated-name collisions
-// are retried from the client's object.
-func (s *Server) createPrepared(ctx context.Context, res *resource, original storage.Object, dry bool) (storage.Object, error) {
+// are retried from the client's object. The write is recorded in managedFields as req's writer's.
+func (s *Server) createPrepared(ctx context.Context, req request, original storage.Object, dry bool) (storage.Object, error) {
+	res := req.res
 	generated := original.GetName() == "" && original.GetGenerateName() != ""
 	admitted := false
 	for attempt := 0; ; attempt++ {
@@ -303,9 +311,9 @@ func (s *Server) createPrepared(ctx context.Context, res *resource, original sto
 		obj.SetCreationTimestamp(metav1.Now())
 		obj.SetDeletionTimestamp(nil)
 		obj.SetDeletionGracePeriodSeconds(nil)
-		obj.SetManagedFields(nil)
 		obj.SetSelfLink("")
 		res.strategy.PrepareCreate(obj)
+		obj = recordUpdate(req, nil, obj)
 		if err := res.strategy.AdmitFor(ctx, s.objects(), obj, nil, ""); err != nil {
 			return nil, err
 		}
@@ -347,7 +355,6 @@ func mergeServerFields(obj, cur storage.Object) {
 	obj.SetCreationTimestamp(cur.GetCreationTimestamp())
 	obj.SetDeletionTimestamp(cur.GetDeletionTimestamp())
 	obj.SetDeletionGracePeriodSeconds(cur.GetDeletionGracePeriodSeconds())
-	obj.SetManagedFields(nil)
 	obj.SetSelfLink("")
 }
 
@@ -376,6 +383,7 @@ func (s *Server) updateFunc(ctx context.Context, req request, newObj func(cur st
 		obj.SetResourceVersion(cur.GetResourceVersion())
 		mergeServerFields(obj, cur)
 		res.strategy.PrepareUpdate(obj, cur, req.subresource)
+		obj = recordUpdate(req, cur, obj)
 		if err := res.strategy.AdmitFor(ctx, s.objects(), obj, cur, req.subresource); err != nil {
 			return nil, err
 		}
@@ -418,33 +426,41 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, req request) {
 	s.writeUpdate(w, r, req, tryUpdate, wr.dry)
 }
 
-// writeUpdate runs an update and answers it; an object whose deletion was only waiting for its
-// finalizers is deleted once they are gone.
+// writeUpdate runs an update and answers it.
 func (s *Server) writeUpdate(w http.ResponseWriter, r *http.Request, req request, tryUpdate storage.UpdateFunc, dry bool) {
+	updated, err := s.runUpdate(r.Context(), req, tryUpdate, dry)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeResult(w, r, http.StatusOK, updated)
+}
+
+// runUpdate runs an update; an object whose deletion was only waiting for its finalizers is
+// deleted once they are gone.
+func (s *Server) runUpdate(ctx context.Context, req request, tryUpdate storage.UpdateFunc, dry bool) (storage.Object, error) {
 	res := req.res
-	tryUpdate = s.admittedUpdate(r.Context(), req, tryUpdate, dry)
-	updated, err := res.store.Update(r.Context(), req.namespace, req.name, tryUpdate, res.claims, dry)
+	tryUpdate = s.admittedUpdate(ctx, req, tryUpdate, dry)
+	updated, err := res.store.Update(ctx, req.namespace, req.name, tryUpdate, res.claims, dry)
 	var taken *storage.ErrClaimTaken
 	if errors.As(err, &taken) {
 		err = claimTaken(res, req.name, taken)
 	}
 	if err != nil {
-		writeError(w, err)
-		return
+		return nil, err
 	}
 	if deletionComplete(updated) && !dry {
 		rv := updated.GetResourceVersion()
-		if _, err := res.store.Delete(r.Context(), req.namespace, req.name, func(cur storage.Object) error {
+		if _, err := res.store.Delete(ctx, req.namespace, req.name, func(cur storage.Object) error {
 			if cur.GetResourceVersion() != rv {
 				return errSkipDelete
 			}
 			return nil
 		}, res.claims, false); err != nil && !errors.Is(err, errSkipDelete) && !apierrors.IsNotFound(err) {
-			writeError(w, err)
-			return
+			return nil, err
 		}
 	}
-	writeResult(w, r, http.StatusOK, updated)
+	return updated, nil
 }
 
 // claimTaken reports a ClusterIP or NodePort another object took first, as kube-apiserver does:

@@ -101,7 +101,7 @@ func TestBadInput(t *testing.T) {
 		{"bad limit", "GET", base + "?limit=-3", nil, nil, 400, metav1.StatusReasonBadRequest, ""},
 		{"not found", "GET", base + "/nope", nil, nil, 404, metav1.StatusReasonNotFound, ""},
 		{"unknown resource", "GET", "/api/v1/namespaces/" + ns + "/widgets", nil, nil, 404, metav1.StatusReasonNotFound, ""},
-		{"server-side apply", "PATCH", base + "/exists?fieldManager=x", "{}", []string{"Content-Type", "application/apply-patch+yaml"}, 415, metav1.StatusReasonUnsupportedMediaType, ""},
+		{"server-side apply without fieldManager", "PATCH", base + "/exists", "{}", []string{"Content-Type", "application/apply-patch+yaml"}, 422, metav1.StatusReasonInvalid, "fieldManager"},
 		{"unknown patch type", "PATCH", base + "/exists", "{}", []string{"Content-Type", "text/plain"}, 415, metav1.StatusReasonUnsupportedMediaType, ""},
 		{"bad json patch", "PATCH", base + "/exists", `{"op":"add"}`, []string{"Content-Type", "application/json-patch+json"}, 400, metav1.StatusReasonBadRequest, ""},
 		{"patch breaks validation", "PATCH", base + "/exists", `{"spec":{"containers":[{"name":"c","image":""}]}}`, []string{"Content-Type", "application/merge-patch+json"}, 422, metav1.StatusReasonInvalid, ""},

@@ -25,6 +25,7 @@ import (
 
 	"github.com/kplane/kplane/apiserver/authentication"
 	"github.com/kplane/kplane/apiserver/customresource"
+	"github.com/kplane/kplane/apiserver/fieldmanager"
 	"github.com/kplane/kplane/apiserver/registry"
 	"github.com/kplane/kplane/apiserver/serviceaccount"
 	"github.com/kplane/kplane/storage"
@@ -64,6 +65,9 @@ type resource struct {
 	// set while its CRD's objects are being deleted.
 	custom      *customresource.Resource
 	terminating *atomic.Bool
+	// fields record field ownership, one manager per endpoint: "" (the object), "status",
+	// "scale", "finalize" (fields.go).
+	fields map[string]*fieldmanager.Manager
 }
 
 // Server is the API server's HTTP handler.
@@ -113,6 +117,7 @@ func New(cfg Config) *Server {
 				return labels.Set(o.GetLabels()), st.SelectableFields(o)
 			},
 		}, cfg.Cache)
+		r.fields = fieldManagers(r)
 		s.resources[info.GroupVersion.WithResource(info.Resource)] = r
 		s.ordered = append(s.ordered, r)
 	}
@@ -230,6 +235,7 @@ type request struct {
 	namespace   string
 	name        string
 	subresource string
+	writer      writer
 }
 
 // serveAPI routes /api/<version>/... and /apis/<group>/<version>/...
@@ -290,6 +296,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, group string, 
 		return
 	}
 	req.res = res
+	req.writer.manager = managerOf(r)
 	if len(parts) > 1 {
 		req.name = parts[1]
 	}

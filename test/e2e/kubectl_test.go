@@ -1131,23 +1131,84 @@ func TestProtobufCreate(t *testing.T) {
 	k.expectJSONPath("deployment/proto", "{.spec.replicas} {.spec.template.spec.containers[0].ports[0].containerPort}", "2 80")
 }
 
-// TestServerSideApply checks that apply --server-side fails cleanly (415) on a server that does
-// not implement it, and changes nothing.
+// TestServerSideApply covers apply --server-side with kubectl: create, a conflicting manager,
+// --force-conflicts, kubectl diff, and the migration from client-side apply.
 func TestServerSideApply(t *testing.T) {
 	t.Parallel()
 	k := newNamespace(t)
-	const cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\ndata:\n  key: %s\n"
-
-	r := k.failIn(fmt.Sprintf(cm, "ssa-new", "v"), "apply", "--server-side", "-f", "-", "-v=6")
-	expectContains(t, "server-side apply of a new object", r.stderr, "415 Unsupported Media Type")
-	if !strings.Contains(strings.ToLower(r.stderr), "server-side apply") {
-		t.Errorf("error does not mention server-side apply:\n%s", r)
+	const deploy = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: %d
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: web
+        image: %s
+`
+	managers := func(obj string) string {
+		return k.jsonpath(obj, `{range .metadata.managedFields[*]}{.manager}/{.operation} {end}`)
 	}
-	k.expectNotFound("configmap/ssa-new")
-
-	k.ok("create", "configmap", "ssa-old", "--from-literal=key=v1")
-	k.failIn(fmt.Sprintf(cm, "ssa-old", "v2"), "apply", "--server-side", "-f", "-")
-	k.expectJSONPath("configmap/ssa-old", "{.data.key}", "v1")
+	runSteps(t, []step{
+		{"apply creates", func(t *testing.T) {
+			out := k.okIn(fmt.Sprintf(deploy, 2, "nginx:1"), "apply", "--server-side", "-f", "-")
+			expectContains(t, "apply output", out, "deployment.apps/web serverside-applied")
+			k.expectJSONPath("deployment/web", "{.spec.replicas}", "2")
+			if got := managers("deployment/web"); got != "kubectl/Apply " {
+				t.Errorf("managers = %q, want kubectl's Apply", got)
+			}
+		}},
+		{"another manager conflicts", func(t *testing.T) {
+			r := k.failIn(fmt.Sprintf(deploy, 3, "nginx:1"), "apply", "--server-side", "--field-manager", "other", "-f", "-")
+			expectContains(t, "conflict", r.stderr, `Apply failed with 1 conflict: conflict with "kubectl": .spec.replicas`)
+			k.expectJSONPath("deployment/web", "{.spec.replicas}", "2")
+		}},
+		{"force-conflicts takes the field", func(t *testing.T) {
+			k.okIn(fmt.Sprintf(deploy, 3, "nginx:1"), "apply", "--server-side", "--field-manager", "other", "--force-conflicts", "-f", "-")
+			k.expectJSONPath("deployment/web", "{.spec.replicas}", "3")
+			if got := managers("deployment/web"); got != "kubectl/Apply other/Apply " && got != "other/Apply kubectl/Apply " {
+				t.Errorf("managers = %q", got)
+			}
+		}},
+		{"diff shows a change and stores nothing", func(t *testing.T) {
+			rv := k.jsonpath("deployment/web", "{.metadata.resourceVersion}")
+			for _, args := range [][]string{{"diff", "-f", "-"}, {"diff", "--server-side", "--force-conflicts", "-f", "-"}} {
+				r := k.run(fmt.Sprintf(deploy, 3, "nginx:2"), args...)
+				var ee *exec.ExitError
+				if !errors.As(r.err, &ee) || ee.ExitCode() != 1 {
+					t.Fatalf("kubectl diff: want exit 1 (differences found):\n%s", r)
+				}
+				expectContains(t, "diff", r.stdout, "-      - image: nginx:1", "+      - image: nginx:2")
+			}
+			r := k.run(fmt.Sprintf(deploy, 3, "nginx:1"), "diff", "--server-side", "--field-manager", "other", "-f", "-")
+			if r.err != nil || r.stdout != "" {
+				t.Errorf("diff of the live state: want no differences:\n%s", r)
+			}
+			k.expectJSONPath("deployment/web", "{.metadata.resourceVersion} {.spec.template.spec.containers[0].image}", rv+" nginx:1")
+		}},
+		{"client-side apply migrates to server-side", func(t *testing.T) {
+			const cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: migrated\ndata:\n  %s\n"
+			k.okIn(fmt.Sprintf(cm, "a: one"), "apply", "-f", "-")
+			if got := managers("configmap/migrated"); got != "kubectl-client-side-apply/Update " {
+				t.Fatalf("managers after client-side apply = %q", got)
+			}
+			// The server-side manifest drops key a: kubectl hands the client-side manager's
+			// fields to the server-side one, so dropping a removes it, without a conflict.
+			k.okIn(fmt.Sprintf(cm, "b: two"), "apply", "--server-side", "-f", "-")
+			k.expectJSONPath("configmap/migrated", "{.data}", `{"b":"two"}`)
+			// As with kube-apiserver v1.36: kubectl's Apply, and the client-side manager's
+			// entry turned into kubectl-last-applied's Apply.
+			if got := managers("configmap/migrated"); got != "kubectl-last-applied/Apply kubectl/Apply " {
+				t.Errorf("managers after migration = %q, want kubectl-last-applied's and kubectl's Apply", got)
+			}
+		}},
+	})
 }
 
 // TestApplyListRoundTrip applies what `kubectl get -o yaml` prints for several objects: a

@@ -14,7 +14,6 @@ import (
 
 	"github.com/kplane/kplane/apiserver/customresource"
 	"github.com/kplane/kplane/storage"
-	"github.com/kplane/kplane/workqueue"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -152,25 +151,26 @@ func (s *Server) runCRDs(ctx context.Context, wg *sync.WaitGroup) error {
 			slog.Warn("serving custom resources", "crd", o.GetName(), "err", err)
 		}
 	}
-	q := workqueue.NewDelaying[string]()
-	wg.Go(func() {
-		<-ctx.Done()
-		q.ShutDown()
-	})
-	wg.Go(func() {
-		for {
-			name, shutdown := q.Get()
-			if shutdown {
-				return
-			}
-			if err := s.syncCRD(ctx, name); err != nil && ctx.Err() == nil {
-				slog.Info("serving custom resources: retrying", "crd", name, "err", err)
-				q.AddAfter(name, time.Second)
-			}
-			q.Done(name)
+	// One goroutine syncs CRDs as their events arrive; a failed sync is tried again a second
+	// later (a deleted CRD waiting for its objects to go, a status write that conflicted).
+	retry := make(chan string)
+	pending := map[string]bool{}
+	sync := func(name string) {
+		err := s.syncCRD(ctx, name)
+		if err == nil || ctx.Err() != nil || pending[name] {
+			return
 		}
-	})
+		slog.Info("serving custom resources: retrying", "crd", name, "err", err)
+		pending[name] = true
+		time.AfterFunc(time.Second, func() {
+			select {
+			case retry <- name:
+			case <-ctx.Done():
+			}
+		})
+	}
 	wg.Go(func() {
+		defer s.stopAllCRDs()
 		for ctx.Err() == nil {
 			w, err := crds.store.Watch(ctx, "", storage.WatchOptions{ResourceVersion: "0"})
 			if err != nil {
@@ -178,16 +178,27 @@ func (s *Server) runCRDs(ctx context.Context, wg *sync.WaitGroup) error {
 				continue
 			}
 			for _, ev := range w.Initial {
-				q.Add(ev.Object.GetName())
+				sync(ev.Object.GetName())
 			}
-			for ev := range w.C {
-				if ev.Object != nil {
-					q.Add(ev.Object.GetName())
+		events:
+			for {
+				select {
+				case ev, ok := <-w.C:
+					if !ok {
+						break events
+					}
+					if ev.Object != nil {
+						sync(ev.Object.GetName())
+					}
+				case name := <-retry:
+					delete(pending, name)
+					sync(name)
+				case <-ctx.Done():
+					break events
 				}
 			}
 			w.Stop()
 		}
-		s.stopAllCRDs()
 	})
 	return nil
 }

@@ -47,7 +47,7 @@ const internalManager = "kube-apiserver"
 var builtinTypes = sync.OnceValues(func() (*fieldmanager.Types, error) {
 	kinds := map[schema.GroupVersionKind]reflect.Type{}
 	for gvk, t := range scheme.Scheme.AllKnownTypes() {
-		if strings.HasPrefix(t.PkgPath(), "k8s.io/api/") {
+		if pkg := t.PkgPath(); strings.HasPrefix(pkg, "k8s.io/api/") || pkg == "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1" {
 			kinds[gvk] = t
 		}
 	}

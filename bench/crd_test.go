@@ -32,7 +32,7 @@ func benchCRD(g string) *unstructured.Unstructured {
 			"names": map[string]any{"plural": "apps", "singular": "app", "kind": "App"},
 			"versions": []any{map[string]any{
 				"name": "v1", "served": true, "storage": true,
-				"subresources": map[string]any{"status": map[string]any{}},
+				"subresources":             map[string]any{"status": map[string]any{}},
 				"additionalPrinterColumns": []any{map[string]any{"name": "Image", "type": "string", "jsonPath": ".spec.image"}},
 				"schema": map[string]any{"openAPIV3Schema": map[string]any{
 					"type": "object",

@@ -290,10 +290,12 @@ func TestSuspend(t *testing.T) {
 	}
 	setSuspend(false)
 	waitPods(t, ns, 2)
-	j = getJob(t, ns, "later")
-	if cond := condition(j, batchv1.JobSuspended); cond == nil || cond.Status != corev1.ConditionFalse || cond.Reason != "JobResumed" || j.Status.StartTime == nil {
-		t.Errorf("resumed: %+v", j.Status)
-	}
+	// The pods are created before the status that says so is written.
+	waitFor(t, "resumed", func() (bool, string) {
+		j := getJob(t, ns, "later")
+		cond := condition(j, batchv1.JobSuspended)
+		return cond != nil && cond.Status == corev1.ConditionFalse && cond.Reason == "JobResumed" && j.Status.StartTime != nil, fmt.Sprintf("%+v", j.Status)
+	})
 	setSuspend(true)
 	waitFor(t, "pods deleted", func() (bool, string) {
 		n := len(podsOf(t, ns))

@@ -1,16 +1,17 @@
 package apiserver
 
 import (
-	"log/slog"
-
 	"crypto/sha512"
 	"encoding/hex"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"reflect"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/kplane/kplane/internal/jsonfields"
 
 	openapiv2 "github.com/google/gnostic-models/openapiv2"
 	"github.com/kplane/kplane/apiserver/fieldmanager"
@@ -286,43 +287,21 @@ func (g *schemaGen) structSchema(t reflect.Type) map[string]any {
 		docs = d.SwaggerDoc()
 	}
 	var required []string
-	var addFields func(t reflect.Type)
-	addFields = func(t reflect.Type) {
-		for i := 0; i < t.NumField(); i++ {
-			f := t.Field(i)
-			tag := f.Tag.Get("json")
-			name, opts, _ := strings.Cut(tag, ",")
-			if name == "-" || !f.IsExported() {
-				continue
+	for _, f := range jsonfields.Of(t) {
+		name, opts := f.Name, f.Options
+		p := g.typeSchema(f.Type)
+		if d := docs[name]; d != "" {
+			if _, isRef := p["$ref"]; isRef {
+				p = map[string]any{"allOf": []any{p}, "description": d}
+			} else {
+				p["description"] = d
 			}
-			if strings.Contains(opts, "inline") || (f.Anonymous && name == "") {
-				ft := f.Type
-				if ft.Kind() == reflect.Pointer {
-					ft = ft.Elem()
-				}
-				if ft.Kind() == reflect.Struct {
-					addFields(ft)
-				}
-				continue
-			}
-			if name == "" {
-				name = f.Name
-			}
-			p := g.typeSchema(f.Type)
-			if d := docs[name]; d != "" {
-				if _, isRef := p["$ref"]; isRef {
-					p = map[string]any{"allOf": []any{p}, "description": d}
-				} else {
-					p["description"] = d
-				}
-			}
-			if !strings.Contains(opts, "omitempty") && !strings.Contains(opts, "omitzero") && f.Type.Kind() != reflect.Pointer && f.Type.Kind() != reflect.Slice && f.Type.Kind() != reflect.Map {
-				required = append(required, name)
-			}
-			props[name] = p
 		}
+		if !strings.Contains(opts, "omitempty") && !strings.Contains(opts, "omitzero") && f.Type.Kind() != reflect.Pointer && f.Type.Kind() != reflect.Slice && f.Type.Kind() != reflect.Map {
+			required = append(required, name)
+		}
+		props[name] = p
 	}
-	addFields(t)
 	sch := map[string]any{"type": "object", "properties": props}
 	if d := docs[""]; d != "" {
 		sch["description"] = d

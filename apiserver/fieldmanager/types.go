@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kplane/kplane/internal/jsonfields"
+
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -210,25 +212,8 @@ var keyDefaults = map[string]any{
 
 // fields adds t's JSON fields to m, inlined structs' fields included.
 func (b *goSchema) fields(t reflect.Type, owner string, m *smdschema.Map) {
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" || !f.IsExported() {
-			continue
-		}
-		if strings.Contains(opts, "inline") || (f.Anonymous && name == "") {
-			ft := f.Type
-			if ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			if ft.Kind() == reflect.Struct {
-				b.fields(ft, owner, m)
-			}
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
+	for _, f := range jsonfields.Of(t) {
+		name := f.Name
 		ref := b.ref(f.Type)
 		key := owner + "." + name
 		ft := f.Type

@@ -3,15 +3,14 @@ package daemonset
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"hash/fnv"
 	"slices"
 	"strconv"
 
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller/podcontrol"
+	"github.com/kplane/kplane/controller/revision"
 	appsv1 "k8s.io/api/apps/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -77,7 +76,7 @@ func (c *Controller) revisions(ctx context.Context, ds *appsv1.DaemonSet) (*hist
 	}
 	h := &history{all: owned}
 	for _, r := range owned {
-		if apiequality.Semantic.DeepEqual(r.Data.Raw, data) || sameJSON(r.Data.Raw, data) {
+		if revision.SameData(r.Data.Raw, data) {
 			h.current = r
 		}
 	}
@@ -107,46 +106,25 @@ func (c *Controller) revisions(ctx context.Context, ds *appsv1.DaemonSet) (*hist
 // collision count and tries the next name.
 func (c *Controller) newRevision(ctx context.Context, ds *appsv1.DaemonSet, data []byte, number int64) (*appsv1.ControllerRevision, error) {
 	api := client.Resource[*appsv1.ControllerRevision](c.client, "controllerrevisions").Namespace(ds.Namespace)
-	for range 10 {
-		collisions := deref(ds.Status.CollisionCount)
+	collisions := deref(ds.Status.CollisionCount)
+	defer func() {
+		if collisions != deref(ds.Status.CollisionCount) {
+			ds.Status.CollisionCount = &collisions
+		}
+	}()
+	return revision.Create(ctx, api, ds, data, &collisions, 10, func(collisions int32) *appsv1.ControllerRevision {
 		hash := revisionHash(data, collisions)
-		r := &appsv1.ControllerRevision{
+		return &appsv1.ControllerRevision{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: ds.Name + "-" + hash, Namespace: ds.Namespace,
-				Labels:          withLabel(ds.Spec.Template.Labels, appsv1.DefaultDaemonSetUniqueLabelKey, hash),
+				Labels:          revision.WithLabel(ds.Spec.Template.Labels, appsv1.DefaultDaemonSetUniqueLabelKey, hash),
 				Annotations:     ds.Annotations,
 				OwnerReferences: []metav1.OwnerReference{podcontrol.ControllerRef(ds, Kind)},
 			},
 			Data:     runtime.RawExtension{Raw: data},
 			Revision: number,
 		}
-		created, err := api.Create(ctx, r)
-		if err == nil {
-			return created, nil
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			return nil, err
-		}
-		existing, getErr := api.Get(ctx, r.Name)
-		if getErr != nil {
-			return nil, getErr
-		}
-		if metav1.IsControlledBy(existing, ds) && sameJSON(existing.Data.Raw, data) {
-			return existing, nil // made by an earlier sync the cache had not shown yet
-		}
-		collisions++
-		ds.Status.CollisionCount = &collisions
-	}
-	return nil, fmt.Errorf("no free name for a revision of daemonset %s/%s", ds.Namespace, ds.Name)
-}
-
-// sameJSON reports whether two JSON documents are equal as values (key order aside).
-func sameJSON(a, b []byte) bool {
-	var x, y any
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
-		return false
-	}
-	return apiequality.Semantic.DeepEqual(x, y)
+	})
 }
 
 // prune deletes the oldest revisions beyond revisionHistoryLimit that no pod was made from.
@@ -165,15 +143,6 @@ func (c *Controller) prune(ctx context.Context, ds *appsv1.DaemonSet, h *history
 		}
 	}
 	return nil
-}
-
-func withLabel(m map[string]string, k, v string) map[string]string {
-	out := make(map[string]string, len(m)+1)
-	for key, val := range m {
-		out[key] = val
-	}
-	out[k] = v
-	return out
 }
 
 func deref[T any](p *T) T {

@@ -11,6 +11,7 @@ import (
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller/podcontrol"
+	"github.com/kplane/kplane/controller/revision"
 	"github.com/kplane/kplane/reconcile"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -326,7 +327,7 @@ func (c *Controller) apply(ctx context.Context, ds *appsv1.DaemonSet, key, hash 
 		next++
 		mu.Unlock()
 		tmpl := ds.Spec.Template.DeepCopy()
-		tmpl.Labels = withLabel(tmpl.Labels, appsv1.DefaultDaemonSetUniqueLabelKey, hash)
+		tmpl.Labels = revision.WithLabel(tmpl.Labels, appsv1.DefaultDaemonSetUniqueLabelKey, hash)
 		// The apiserver counts template changes in this annotation; pods carry the count as a
 		// label for the clients that still read it (none without the annotation, as in
 		// Kubernetes).

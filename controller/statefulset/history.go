@@ -1,7 +1,6 @@
 package statefulset
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -14,9 +13,9 @@ import (
 
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller/podcontrol"
+	"github.com/kplane/kplane/controller/revision"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -77,20 +76,6 @@ func revisionHash(data []byte, collisions int32) string {
 	h.Write(data)
 	h.Write([]byte(strconv.FormatInt(int64(collisions), 10)))
 	return rand.SafeEncodeString(strconv.FormatUint(uint64(h.Sum32()), 10))
-}
-
-// sameData reports whether two revisions' data are the same template: byte for byte, or as
-// JSON values (key order and spacing aside), so that a revision written by another
-// serializer does not start a rollout.
-func sameData(a, b []byte) bool {
-	if bytes.Equal(a, b) {
-		return true
-	}
-	var x, y any
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
-		return false
-	}
-	return apiequality.Semantic.DeepEqual(x, y)
 }
 
 // history is the set's revisions, oldest first, with its current and update revisions.
@@ -163,7 +148,7 @@ func (c *Controller) revisions(ctx context.Context, set *appsv1.StatefulSet, sel
 	}
 	var equal *appsv1.ControllerRevision
 	for _, r := range owned {
-		if sameData(r.Data.Raw, data) {
+		if revision.SameData(r.Data.Raw, data) {
 			equal = r // the last equal one: the highest number
 		}
 	}
@@ -219,35 +204,19 @@ func adoptRevision(ctx context.Context, api *client.Typed[*appsv1.ControllerRevi
 // count and tries the next name.
 func (c *Controller) newRevision(ctx context.Context, set *appsv1.StatefulSet, data []byte, number int64, collisions *int32) (*appsv1.ControllerRevision, error) {
 	api := client.Resource[*appsv1.ControllerRevision](c.client, "controllerrevisions").Namespace(set.Namespace)
-	for range 100 {
-		hash := revisionHash(data, *collisions)
-		r := &appsv1.ControllerRevision{
+	return revision.Create(ctx, api, set, data, collisions, 100, func(collisions int32) *appsv1.ControllerRevision {
+		hash := revisionHash(data, collisions)
+		return &appsv1.ControllerRevision{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: revisionName(set.Name, hash), Namespace: set.Namespace,
-				Labels:          withLabel(set.Spec.Template.Labels, hashLabel, hash),
+				Labels:          revision.WithLabel(set.Spec.Template.Labels, hashLabel, hash),
 				Annotations:     maps.Clone(set.Annotations),
 				OwnerReferences: []metav1.OwnerReference{podcontrol.ControllerRef(set, Kind)},
 			},
 			Data:     runtime.RawExtension{Raw: data},
 			Revision: number,
 		}
-		created, err := api.Create(ctx, r)
-		if err == nil {
-			return created, nil
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			return nil, err
-		}
-		existing, getErr := api.Get(ctx, r.Name)
-		if getErr != nil {
-			return nil, getErr
-		}
-		if metav1.IsControlledBy(existing, set) && sameData(existing.Data.Raw, data) {
-			return existing, nil // made by an earlier sync the cache had not shown yet
-		}
-		*collisions++
-	}
-	return nil, fmt.Errorf("no free name for a revision of statefulset %s/%s", set.Namespace, set.Name)
+	})
 }
 
 // revisionName is <set>-<hash>, the set's name cut so that the whole is a valid name.
@@ -283,13 +252,6 @@ func (c *Controller) prune(ctx context.Context, set *appsv1.StatefulSet, h *hist
 		}
 	}
 	return nil
-}
-
-func withLabel(m map[string]string, k, v string) map[string]string {
-	out := make(map[string]string, len(m)+1)
-	maps.Copy(out, m)
-	out[k] = v
-	return out
 }
 
 func deref[T any](p *T) T {

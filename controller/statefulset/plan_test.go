@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kplane/kplane/controller/revision"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -446,7 +447,7 @@ func TestRevisionData(t *testing.T) {
 	if a, b := revisionHash(data, 0), revisionHash(data, 1); a == b || a != revisionHash(data, 0) {
 		t.Errorf("hashes %q %q", a, b)
 	}
-	if !sameData([]byte(`{"a":1,"b":[2]}`), []byte(`{"b": [2], "a": 1}`)) || sameData([]byte(`{"a":1}`), []byte(`{"a":2}`)) {
+	if !revision.SameData([]byte(`{"a":1,"b":[2]}`), []byte(`{"b": [2], "a": 1}`)) || revision.SameData([]byte(`{"a":1}`), []byte(`{"a":2}`)) {
 		t.Error("sameData compares values")
 	}
 }

@@ -158,15 +158,14 @@ func (r *Resource) NewListObject() runtime.Object {
 }
 
 // Prune drops the fields the schema does not specify and returns their paths, for
-// fieldValidation's unknown-field warnings and errors; defaults follow.
+// fieldValidation's unknown-field warnings and errors. Defaults are filled when the write is
+// prepared (PrepareCreate, PrepareUpdate), once.
 func (r *Resource) Prune(o registry.Object) []string {
 	u := o.(*unstructured.Unstructured)
 	if r.schema == nil {
 		return nil
 	}
-	pruned := r.schema.Prune(u.Object)
-	r.schema.ApplyDefaults(u.Object)
-	return pruned
+	return r.schema.Prune(u.Object)
 }
 
 // Default fills the schema's defaults into an object read from storage, as Kubernetes

@@ -180,20 +180,22 @@ func (c *Controller) writeStatus(ctx context.Context, hpa *autoscalingv2.Horizon
 	}
 	api := client.Resource[*autoscalingv2.HorizontalPodAutoscaler](c.client, "horizontalpodautoscalers").Namespace(hpa.Namespace)
 	_, err := api.UpdateStatus(ctx, hpa)
-	if client.IsConflict(err) {
-		// Changed since the cache showed it (kubectl apply while this sync ran). A changed
-		// spec has its own sync queued, whose status is the one to write: this one is stale.
-		// Otherwise (labels, another writer), this status still holds: write it over the
-		// fresh object rather than waiting a sync period.
+	// On a conflict the HPA changed since the cache showed it (kubectl apply while this sync
+	// ran). A changed spec has its own sync queued, whose status is the one to write: this
+	// one is stale. Otherwise (labels, another writer), this status still holds: write it
+	// over the fresh object rather than waiting a sync period. The fresh object can change
+	// again before that write, so the check repeats a few times.
+	for attempt := 0; attempt < 5 && client.IsConflict(err); attempt++ {
 		fresh, gerr := api.Get(ctx, hpa.Name)
-		switch {
-		case gerr != nil:
-		case fresh.Generation != hpa.Generation:
-			return nil
-		default:
-			fresh.Status = hpa.Status
-			_, err = api.UpdateStatus(ctx, fresh)
+		if gerr != nil {
+			err = gerr
+			break
 		}
+		if fresh.Generation != hpa.Generation {
+			return nil
+		}
+		fresh.Status = hpa.Status
+		_, err = api.UpdateStatus(ctx, fresh)
 	}
 	if err != nil {
 		c.event(hpa, corev1.EventTypeWarning, "FailedUpdateStatus", err.Error())

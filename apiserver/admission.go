@@ -15,7 +15,7 @@ type storedObjects struct{ s *Server }
 
 func (s *Server) objects() registry.Objects { return storedObjects{s} }
 
-func (o storedObjects) store(gr schema.GroupResource) (*storage.Store, error) {
+func (o storedObjects) store(gr schema.GroupResource) (objectStore, error) {
 	for _, r := range o.s.ordered {
 		if r.info.GroupResource() == gr {
 			return r.store, nil

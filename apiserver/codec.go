@@ -306,6 +306,13 @@ func writeResult(w http.ResponseWriter, r *http.Request, code int, obj runtime.O
 
 // writeError writes err as a metav1.Status.
 func writeError(w http.ResponseWriter, err error) {
+	status := errorStatus(err)
+	writeObject(w, int(status.Code), outputJSON, status)
+}
+
+// errorStatus is the Status an error is answered with: its own when it is an API error, an
+// internal error's otherwise.
+func errorStatus(err error) *metav1.Status {
 	var status metav1.Status
 	if s, ok := err.(apierrors.APIStatus); ok {
 		status = s.Status()
@@ -319,5 +326,5 @@ func writeError(w http.ResponseWriter, err error) {
 	if status.Code == 0 {
 		status.Code = http.StatusInternalServerError
 	}
-	writeObject(w, int(status.Code), outputJSON, &status)
+	return &status
 }

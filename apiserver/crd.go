@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/kplane/kplane/apiserver/customresource"
 	"github.com/kplane/kplane/storage"
+	corev1 "k8s.io/api/core/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,13 +38,17 @@ type customResources struct {
 	byCRD map[string]*servedCRD
 }
 
-// servedCRD is what one CRD serves: a resource per served version, each with a store whose
-// watch cache runs until stop.
+// servedCRD is what one CRD serves: a resource per served version, each converting the
+// objects of one store, whose watch cache runs until stop.
 type servedCRD struct {
 	uid        types.UID
 	generation int64
 	names      apiextv1.CustomResourceDefinitionNames
 	resources  []*resource
+	store      *storage.Store
+	converter  *customresource.Converter
+	// storageVersion is the resource of the storage version, when it is served.
+	storageVersion *resource
 	// terminating refuses creates while the CRD's objects are being deleted.
 	terminating atomic.Bool
 	stop        context.CancelFunc
@@ -88,21 +95,15 @@ func groupOf(crdName string) string {
 	return g
 }
 
-// crCodec stores custom resources as JSON in their storage version, and fills their schema's
-// defaults when they are read back.
+// crCodec stores custom resources as JSON in their storage version, and fills the storage
+// version's defaults when it reads them back (objects still in an older version get theirs
+// when they are converted).
 type crCodec struct{ res *customresource.Resource }
 
 func (c crCodec) Encode(obj runtime.Object) ([]byte, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return nil, fmt.Errorf("storing %T: not a custom resource", obj)
-	}
-	if cv := c.res.StoredVersion(); cv != nil {
-		stored, err := cv.ToStored(u)
-		if err != nil {
-			return nil, err
-		}
-		u = stored.(*unstructured.Unstructured)
 	}
 	return u.MarshalJSON()
 }
@@ -115,16 +116,52 @@ func (c crCodec) Decode(data []byte, into runtime.Object) error {
 	if err := u.UnmarshalJSON(data); err != nil {
 		return err
 	}
-	c.res.Default(u)
+	if u.GetAPIVersion() == c.res.Describe().GroupVersion.String() {
+		c.res.Default(u)
+	}
 	return nil
 }
 
-// newCustomResource builds the served resource of one CRD version.
-func (s *Server) newCustomResource(st *customresource.Resource) *resource {
+// crVersion converts a CRD's stored objects to one of its versions and back, filling that
+// version's defaults into what it converts.
+type crVersion struct {
+	conv   *customresource.Converter
+	served *customresource.Resource
+	stored schema.GroupVersion
+}
+
+// Served implements storage.Converter.
+func (c crVersion) Served(ctx context.Context, stored []storage.Object) ([]storage.Object, error) {
+	in := make([]*unstructured.Unstructured, len(stored))
+	for i, o := range stored {
+		in[i] = o.(*unstructured.Unstructured)
+	}
+	conv, err := c.conv.Convert(ctx, in, c.served.Describe().GroupVersion)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	out := make([]storage.Object, len(conv))
+	for i, u := range conv {
+		if u != in[i] {
+			c.served.Default(u)
+		}
+		out[i] = u
+	}
+	return out, nil
+}
+
+// Stored implements storage.Converter.
+func (c crVersion) Stored(ctx context.Context, obj storage.Object) (storage.Object, error) {
+	conv, err := c.conv.Convert(ctx, []*unstructured.Unstructured{obj.(*unstructured.Unstructured)}, c.stored)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return conv[0], nil
+}
+
+func crStoreConfig(st *customresource.Resource) storage.ResourceConfig {
 	info := st.Describe()
-	r := &resource{strategy: st, info: info, custom: st, claims: func(storage.Object) []string { return nil },
-		selectable: st.SelectableFields(st.NewObject())}
-	r.store = storage.NewStore(s.cfg.Etcd, crCodec{st}, storage.ResourceConfig{
+	return storage.ResourceConfig{
 		GroupResource: info.GroupResource(),
 		Kind:          info.GVK(),
 		New:           func() storage.Object { return st.NewObject() },
@@ -132,7 +169,15 @@ func (s *Server) newCustomResource(st *customresource.Resource) *resource {
 		Attrs: func(o storage.Object) (labels.Set, fields.Set) {
 			return labels.Set(o.GetLabels()), st.SelectableFields(o)
 		},
-	}, s.cfg.Cache)
+	}
+}
+
+// newCustomResource builds the served resource of one CRD version, over the CRD's store.
+func (s *Server) newCustomResource(st *customresource.Resource, base *storage.Store, conv storage.Converter) *resource {
+	info := st.Describe()
+	r := &resource{strategy: st, info: info, custom: st, claims: func(storage.Object) []string { return nil },
+		selectable: st.SelectableFields(st.NewObject())}
+	r.store = storage.NewConverted(base, crStoreConfig(st), conv)
 	r.fields = customFieldManagers(r)
 	return r
 }
@@ -330,41 +375,58 @@ func (s *Server) serveCRD(ctx context.Context, crd *apiextv1.CustomResourceDefin
 		return nil
 	}
 	sc := &servedCRD{uid: crd.UID, generation: crd.Generation, names: crd.Status.AcceptedNames}
+	// One store holds the CRD's objects, in whichever version each was written; every served
+	// version reads and writes it through a converter.
+	storageVersion := customresource.StorageVersion(crd)
+	var stored *customresource.Resource
+	for i := range crd.Spec.Versions {
+		if v := &crd.Spec.Versions[i]; v.Name == storageVersion {
+			var err error
+			if stored, err = customresource.NewResource(crd, v); err != nil {
+				return fmt.Errorf("version %s: %w", v.Name, err)
+			}
+		}
+	}
+	if stored == nil {
+		return fmt.Errorf("no storage version")
+	}
+	conv, err := customresource.NewConverter(crd, s.resolveService)
+	if err != nil {
+		return fmt.Errorf("spec.conversion: %w", err)
+	}
+	sc.converter = conv
+	sc.store = storage.NewStore(s.cfg.Etcd, crCodec{stored}, crStoreConfig(stored), s.cfg.Cache)
 	for i := range crd.Spec.Versions {
 		v := &crd.Spec.Versions[i]
 		if !v.Served {
 			continue
 		}
-		// TODO(issue 13): Webhook conversion. Each served version has its own watch cache,
-		// which converts while it holds its lock, so a webhook there could stall every
-		// reader; it needs one cache of the storage version and per-request conversion.
-		// Until then only the storage version of such a CRD is served.
-		if c := crd.Spec.Conversion; c != nil && c.Strategy == apiextv1.WebhookConverter && !v.Storage {
-			continue
-		}
 		st, err := customresource.NewResource(crd, v)
 		if err != nil {
+			conv.Close()
 			return fmt.Errorf("version %s: %w", v.Name, err)
 		}
-		r := s.newCustomResource(st)
+		r := s.newCustomResource(st, sc.store, crVersion{conv: conv, served: st, stored: stored.Describe().GroupVersion})
 		r.terminating = &sc.terminating
 		sc.resources = append(sc.resources, r)
+		if v.Name == storageVersion {
+			sc.storageVersion = r
+		}
 	}
 	// Discovery lists a group's versions by Kubernetes' version priority: v2 > v1 > v1beta1.
 	sort.SliceStable(sc.resources, func(i, j int) bool {
 		return version.CompareKubeAwareVersionStrings(sc.resources[i].info.GroupVersion.Version, sc.resources[j].info.GroupVersion.Version) > 0
 	})
 	storeCtx, cancel := context.WithCancel(ctx)
-	sc.stop = cancel
-	for _, r := range sc.resources {
-		sc.stopped.Go(func() { r.store.Run(storeCtx) })
+	sc.stop = func() {
+		cancel()
+		conv.Close()
 	}
-	for _, r := range sc.resources {
-		if err := r.store.WaitReady(ctx); err != nil {
-			cancel()
-			sc.stopped.Wait()
-			return err
-		}
+	sc.stopped.Go(func() { sc.store.Run(storeCtx) })
+	if err := sc.store.WaitReady(ctx); err != nil {
+		sc.stop()
+		sc.stopped.Wait()
+		return err
 	}
 	s.custom.mu.Lock()
 	old := s.custom.byCRD[crd.Name]
@@ -437,7 +499,12 @@ func (s *Server) finalizeCRD(ctx context.Context, crd *apiextv1.CustomResourceDe
 		if err := s.writeCRDStatus(ctx, crd, want); err != nil {
 			return err
 		}
+		// Through the storage version when it is served: its objects need no conversion,
+		// so a conversion webhook that is down does not hold the deletion up.
 		res := sc.resources[0]
+		if sc.storageVersion != nil {
+			res = sc.storageVersion
+		}
 		list, err := res.store.List(ctx, "", storage.ListOptions{})
 		if err != nil {
 			return err
@@ -486,4 +553,27 @@ func finalizersOnDelete(res *resource, cur storage.Object, opts *metav1.DeleteOp
 func (s *Server) resourcesChanged() {
 	s.discoveryChanged()
 	s.openapi.invalidate()
+}
+
+// resolveService finds where a webhook's Service is reached: its ClusterIP and port, as
+// kube-apiserver's default service resolver does (the host's service proxy carries the
+// connection to an endpoint).
+func (s *Server) resolveService(_ context.Context, namespace, name string, port int32) (string, error) {
+	obj, err := s.resources[servicesGVR].store.GetCached(namespace, name)
+	if err != nil {
+		return "", err
+	}
+	svc := obj.(*corev1.Service)
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return net.JoinHostPort(svc.Spec.ExternalName, strconv.Itoa(int(port))), nil
+	}
+	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		return "", fmt.Errorf("service %s/%s has no cluster IP", namespace, name)
+	}
+	for _, p := range svc.Spec.Ports {
+		if p.Port == port {
+			return net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(port))), nil
+		}
+	}
+	return "", fmt.Errorf("service %s/%s has no port %d", namespace, name, port)
 }

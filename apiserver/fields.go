@@ -47,7 +47,8 @@ const internalManager = "kube-apiserver"
 var builtinTypes = sync.OnceValues(func() (*fieldmanager.Types, error) {
 	kinds := map[schema.GroupVersionKind]reflect.Type{}
 	for gvk, t := range scheme.Scheme.AllKnownTypes() {
-		if pkg := t.PkgPath(); strings.HasPrefix(pkg, "k8s.io/api/") || pkg == "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1" {
+		if pkg := t.PkgPath(); strings.HasPrefix(pkg, "k8s.io/api/") || pkg == "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1" ||
+			pkg == "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1" {
 			kinds[gvk] = t
 		}
 	}

@@ -57,7 +57,7 @@ type Config struct {
 type resource struct {
 	strategy registry.Strategy
 	info     *registry.Info
-	store    *storage.Store
+	store    objectStore
 	claims   storage.ClaimsFunc
 	// selectable are the field names field selectors may use.
 	selectable fields.Set
@@ -102,21 +102,30 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, resources: map[schema.GroupVersionResource]*resource{}, recentlyTerminated: map[string]time.Time{},
 		metrics: newMetricsSampler(),
 		custom:  customResources{byGVR: map[schema.GroupVersionResource]*resource{}, byCRD: map[string]*servedCRD{}}}
-	for _, st := range append(registry.All(cfg.ServiceAllocation), customresource.CRDs) {
+	// The stores of stored versions first: a resource served at a second version reads and
+	// writes through the store of the resource whose keys hold its objects.
+	all := append(registry.All(cfg.ServiceAllocation), customresource.CRDs)
+	stores := map[schema.GroupResource]*storage.Store{}
+	for _, st := range all {
+		if st.StoredVersion() != nil {
+			continue
+		}
 		info := st.Describe()
-		st := st
+		stores[info.GroupResource()] = storage.NewStore(cfg.Etcd, StorageCodec{}, storeConfig(st), cfg.Cache)
+	}
+	for _, st := range all {
+		info := st.Describe()
 		r := &resource{strategy: st, info: info, claims: func(o storage.Object) []string { return st.ClaimsOf(o) },
 			selectable: st.SelectableFields(st.NewObject())}
-		r.store = storage.NewStore(cfg.Etcd, storageCodecFor(st), storage.ResourceConfig{
-			GroupResource: info.GroupResource(),
-			StoredUnder:   info.StoredUnder,
-			Kind:          info.GVK(),
-			New:           func() storage.Object { return st.NewObject() },
-			NewList:       st.NewListObject,
-			Attrs: func(o storage.Object) (labels.Set, fields.Set) {
-				return labels.Set(o.GetLabels()), st.SelectableFields(o)
-			},
-		}, cfg.Cache)
+		keys := info.GroupResource()
+		if info.StoredUnder != (schema.GroupResource{}) {
+			keys = info.StoredUnder
+		}
+		if cv := st.StoredVersion(); cv != nil {
+			r.store = storage.NewConverted(stores[keys], storeConfig(st), registryConverter{cv})
+		} else {
+			r.store = stores[keys]
+		}
 		r.fields = fieldManagers(r)
 		s.resources[info.GroupVersion.WithResource(info.Resource)] = r
 		s.ordered = append(s.ordered, r)
@@ -129,6 +138,20 @@ func New(cfg Config) *Server {
 		s.tokens = serviceaccount.NewIssuer(sa.Signer, sa.APIAudiences)
 	}
 	return s
+}
+
+func storeConfig(st registry.Strategy) storage.ResourceConfig {
+	info := st.Describe()
+	return storage.ResourceConfig{
+		GroupResource: info.GroupResource(),
+		StoredUnder:   info.StoredUnder,
+		Kind:          info.GVK(),
+		New:           func() storage.Object { return st.NewObject() },
+		NewList:       st.NewListObject,
+		Attrs: func(o storage.Object) (labels.Set, fields.Set) {
+			return labels.Set(o.GetLabels()), st.SelectableFields(o)
+		},
+	}
 }
 
 // Run starts every watch cache, creates the default namespaces and the kubernetes service, and

@@ -1,65 +1,51 @@
 package apiserver
 
 import (
-	"fmt"
-	"reflect"
+	"context"
 
 	"github.com/kplane/kplane/apiserver/registry"
-	"github.com/kplane/kplane/scheme"
 	"github.com/kplane/kplane/storage"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// A resource served at a second version of its group (autoscaling/v1 HorizontalPodAutoscalers
-// beside autoscaling/v2) gets a store of its own over the same etcd keys as the stored
-// version's, whose codec converts at the storage boundary: what is written is always the
-// stored version's object, and each store's watch cache holds its own version's. Everything
-// above the store (defaults, validation, patches, watches, tables, dry runs) then works on the
-// served version's objects as on any other resource's.
-
-// storageCodecFor is the codec of a resource's store.
-func storageCodecFor(st registry.Strategy) storage.Codec {
-	if cv := st.StoredVersion(); cv != nil {
-		return convertingCodec{cv}
-	}
-	return StorageCodec{}
+// objectStore is what the handlers read and write a resource through: a storage.Store, or a
+// storage.Converted for a resource served at a version other than the one its objects are
+// stored as (autoscaling/v1 HorizontalPodAutoscalers, events.k8s.io Events, the versions of a
+// custom resource). Either way there is one etcd key, one watch cache and one resourceVersion
+// history per object, whichever version a client uses.
+type objectStore interface {
+	Run(ctx context.Context)
+	WaitReady(ctx context.Context) error
+	Get(ctx context.Context, ns, name string) (storage.Object, error)
+	GetCached(ns, name string) (storage.Object, error)
+	Create(ctx context.Context, obj storage.Object, claims []string, dryRun bool) (storage.Object, error)
+	Taken(ctx context.Context, claim string) (bool, error)
+	Update(ctx context.Context, ns, name string, tryUpdate storage.UpdateFunc, claimsOf storage.ClaimsFunc, dryRun bool) (storage.Object, error)
+	Delete(ctx context.Context, ns, name string, precondition func(storage.Object) error, claimsOf storage.ClaimsFunc, dryRun bool) (storage.Object, error)
+	List(ctx context.Context, ns string, opts storage.ListOptions) (runtime.Object, error)
+	Watch(ctx context.Context, ns string, opts storage.WatchOptions) (*storage.Watch, error)
 }
 
-// convertingCodec stores objects of a served version as their stored version.
-type convertingCodec struct{ cv registry.Conversion }
+// registryConverter converts a built-in resource's second version with its registry.Conversion,
+// in process.
+type registryConverter struct{ cv registry.Conversion }
 
-// Encode implements storage.Codec.
-func (c convertingCodec) Encode(obj runtime.Object) ([]byte, error) {
-	o, ok := obj.(registry.Object)
-	if !ok {
-		return nil, fmt.Errorf("storing %T: not an API object", obj)
+// Served implements storage.Converter.
+func (c registryConverter) Served(_ context.Context, stored []storage.Object) ([]storage.Object, error) {
+	out := make([]storage.Object, len(stored))
+	for i, o := range stored {
+		served, err := c.cv.FromStored(o)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = served
 	}
-	stored, err := c.cv.ToStored(o)
-	if err != nil {
-		return nil, err
-	}
-	gvks, _, err := scheme.Scheme.ObjectKinds(stored)
-	if err != nil {
-		return nil, err
-	}
-	stored.GetObjectKind().SetGroupVersionKind(gvks[0])
-	return StorageCodec{}.Encode(stored)
+	return out, nil
 }
 
-// Decode implements storage.Codec.
-func (c convertingCodec) Decode(data []byte, into runtime.Object) error {
-	stored := c.cv.NewStored()
-	if err := (StorageCodec{}).Decode(data, stored); err != nil {
-		return err
-	}
-	served, err := c.cv.FromStored(stored)
-	if err != nil {
-		return err
-	}
-	dst, src := reflect.ValueOf(into), reflect.ValueOf(served)
-	if dst.Type() != src.Type() {
-		return fmt.Errorf("decoding into %T: the stored object converts to %T", into, served)
-	}
-	dst.Elem().Set(src.Elem())
-	return nil
+// Stored implements storage.Converter.
+func (c registryConverter) Stored(_ context.Context, obj storage.Object) (storage.Object, error) {
+	return c.cv.ToStored(obj)
 }
+
+var _ storage.Converter = registryConverter{}

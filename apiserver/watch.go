@@ -111,7 +111,8 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, req request) {
 			if !ok {
 				return
 			}
-			if err := enc.write(w, ev); err != nil {
+			if err := enc.write(w, ev); err != nil || ev.Type == watch.Error {
+				flush()
 				return
 			}
 			if len(wt.C) == 0 {
@@ -143,8 +144,15 @@ func (e *eventEncoder) write(w http.ResponseWriter, ev storage.Event) error {
 		}
 		obj = bm
 	}
+	if ev.Type == watch.Error {
+		// The watch ends here (a conversion failed): the client sees why.
+		obj = errorStatus(ev.Err)
+	}
 	switch e.out {
 	case outputTable:
+		if ev.Type == watch.Error {
+			break
+		}
 		if ev.Type == watch.Bookmark {
 			obj = &metav1.Table{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "Table"}, ListMeta: metav1.ListMeta{ResourceVersion: strconv.FormatInt(ev.Rev, 10)}}
 			break
@@ -156,7 +164,9 @@ func (e *eventEncoder) write(w http.ResponseWriter, ev storage.Event) error {
 		e.columns = false
 		obj = t
 	case outputPartialMetadata:
-		obj = partialMetadata(obj.(storage.Object))
+		if so, ok := obj.(storage.Object); ok {
+			obj = partialMetadata(so)
+		}
 	}
 	e.buf.Reset()
 	if e.out == outputProtobuf {

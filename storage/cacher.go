@@ -52,6 +52,8 @@ type Event struct {
 	Rev    int64
 	// InitialEventsEnd marks the bookmark that ends a watch's initial events.
 	InitialEventsEnd bool
+	// Err is why an Error event (the last of its watch) ended it.
+	Err error
 }
 
 type historyEvent struct {

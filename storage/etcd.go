@@ -1,5 +1,7 @@
 // Package storage keeps API objects in etcd v3 and serves lists and watches from a per-resource
-// watch cache in front of it.
+// watch cache in front of it. A resource served at several versions has one Store (one etcd
+// key per object, one watch cache) and a Converted view per other version, which converts
+// objects per request, outside the cache's lock.
 package storage
 
 import (

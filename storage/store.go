@@ -99,7 +99,11 @@ func (s *Store) decode(data []byte, rev int64) (Object, error) {
 	if err := s.codec.Decode(data, obj); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", s.cfg.GroupResource, err)
 	}
-	obj.GetObjectKind().SetGroupVersionKind(s.cfg.Kind)
+	// An object that records its own version (a custom resource stored before its CRD's
+	// storage version changed) keeps it, for a Converter to convert from.
+	if obj.GetObjectKind().GroupVersionKind().Empty() {
+		obj.GetObjectKind().SetGroupVersionKind(s.cfg.Kind)
+	}
 	obj.SetResourceVersion(strconv.FormatInt(rev, 10))
 	return obj, nil
 }

@@ -15,9 +15,14 @@
 //     cellib.go for Kubernetes' list, regex and quantity functions, celcrd.go).
 //   - NewResource makes the registry.Strategy of one served version: unstructured objects,
 //     the status/spec split of the status subresource, generation, printer columns as table
-//     rows, selectable fields, the scale subresource's paths, and the conversion of other
-//     versions to the storage version.
+//     rows, selectable fields and the scale subresource's paths.
+//   - Converter converts objects between a CRD's versions: by their apiVersion (strategy
+//     None), or through the CRD's conversion webhook (ConversionReview v1 or v1beta1, every
+//     object of a list in one review, the answer checked as kube-apiserver checks it). It is
+//     the package's only I/O.
 //
 // The apiserver (crd.go there) watches CRDs, accepts their names, marks them Established and
-// adds or removes the served resources at runtime; this package has no I/O.
+// adds or removes the served resources at runtime: one store per CRD holds its objects in the
+// version each was written in, and every served version reads and writes it through the
+// Converter (storage.Converted).
 package customresource

@@ -27,8 +27,6 @@ type Resource struct {
 	columns  []column
 	fields   []selectable
 	scale    *Scale
-	// stored is the version objects are stored as ("" when this version is the storage one).
-	stored schema.GroupVersion
 	// Rules are the CEL rules of the schema, compiled (nil without rules).
 	rules *ruleSet
 	// openapi is the version's openAPIV3Schema as JSON, for the OpenAPI documents.
@@ -67,11 +65,6 @@ func NewResource(crd *apiextv1.CustomResourceDefinition, v *apiextv1.CustomResou
 	}
 	if r.listKind == "" {
 		r.listKind = names.Kind + "List"
-	}
-	for _, sv := range crd.Spec.Versions {
-		if sv.Storage && sv.Name != v.Name {
-			r.stored = schema.GroupVersion{Group: crd.Spec.Group, Version: sv.Name}
-		}
 	}
 	if v.Schema != nil && v.Schema.OpenAPIV3Schema != nil {
 		s, err := Compile(v.Schema.OpenAPIV3Schema)
@@ -388,35 +381,6 @@ func cell(typ string, v any) any {
 	return fmt.Sprint(v)
 }
 
-// StoredVersion implements registry.Strategy: a version other than the storage one converts
-// by its apiVersion (conversion strategy None).
-func (r *Resource) StoredVersion() registry.Conversion {
-	if r.stored.Empty() {
-		return nil
-	}
-	return versionConversion{stored: r.stored, served: r.info.GroupVersion}
-}
-
-type versionConversion struct{ stored, served schema.GroupVersion }
-
-func (c versionConversion) NewStored() registry.Object {
-	return &unstructured.Unstructured{Object: map[string]any{}}
-}
-
-func (c versionConversion) ToStored(obj registry.Object) (registry.Object, error) {
-	return relabel(obj, c.stored)
-}
-
-func (c versionConversion) FromStored(obj registry.Object) (registry.Object, error) {
-	return relabel(obj, c.served)
-}
-
-func relabel(obj registry.Object, gv schema.GroupVersion) (registry.Object, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return nil, fmt.Errorf("converting %T: not a custom resource", obj)
-	}
-	out := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(u.Object)}
-	out.SetAPIVersion(gv.String())
-	return out, nil
-}
+// StoredVersion implements registry.Strategy: nil, the apiserver converts a CRD's versions
+// (Converter) around one store of its objects.
+func (r *Resource) StoredVersion() registry.Conversion { return nil }

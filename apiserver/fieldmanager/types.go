@@ -1,6 +1,7 @@
 package fieldmanager
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
@@ -95,6 +96,7 @@ var (
 	quantityType  = reflect.TypeOf(apiresource.Quantity{})
 	rawExtension  = reflect.TypeOf(runtime.RawExtension{})
 	fieldsV1Type  = reflect.TypeOf(metav1.FieldsV1{})
+	jsonMarshaler = reflect.TypeOf((*json.Marshaler)(nil)).Elem()
 )
 
 // TypeName names a Go type as Kubernetes' OpenAPI does (k8s.io/api/core/v1.Pod →
@@ -258,6 +260,11 @@ func (b *goSchema) ref(t reflect.Type) smdschema.TypeRef {
 	case fieldsV1Type:
 		// managedFields' own sets are opaque values, never merged.
 		return named(untypedAtomic)
+	}
+	if t.Kind() == reflect.Struct && t.Implements(jsonMarshaler) {
+		// Any other type that writes its own JSON (a CRD's JSON and JSONSchemaPropsOr*
+		// values) is of no declared shape in Kubernetes' OpenAPI either.
+		return named(untypedDeduced)
 	}
 	switch t.Kind() {
 	case reflect.Pointer:

@@ -114,8 +114,6 @@ type Strategy interface {
 // object: one object, one resourceVersion, one watch history, whichever version a client
 // reads or writes it through (Kubernetes serves autoscaling/v1 HorizontalPodAutoscalers so).
 type Conversion interface {
-	// NewStored returns an empty object of the stored version.
-	NewStored() Object
 	// ToStored converts an object of the served version to the stored one.
 	ToStored(obj Object) (Object, error)
 	// FromStored converts a stored object to the served version.
@@ -130,11 +128,6 @@ func Convert[S, T Object](toStored func(T) S, fromStored func(S) T) Conversion {
 type conversion[S, T Object] struct {
 	to   func(T) S
 	from func(S) T
-}
-
-func (c conversion[S, T]) NewStored() Object {
-	var zero S
-	return reflect.New(reflect.TypeOf(zero).Elem()).Interface().(S)
 }
 
 func (c conversion[S, T]) ToStored(obj Object) (Object, error) {

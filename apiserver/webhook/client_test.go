@@ -84,10 +84,14 @@ func TestCall(t *testing.T) {
 			wantErr: "https://conv.hooks.svc:8443/convert"},
 		{name: "a URL", cfg: webhook.Config{URL: srv.URL + "/convert", CABundle: ca}},
 		{name: "too slow", cfg: webhook.Config{Service: svc, CABundle: slowCA}, timeout: 100 * time.Millisecond,
-			resolve: func(context.Context, string, string, int32) (string, error) { return strings.TrimPrefix(slow.URL, "https://"), nil },
+			resolve: func(context.Context, string, string, int32) (string, error) {
+				return strings.TrimPrefix(slow.URL, "https://"), nil
+			},
 			wantErr: "context deadline exceeded"},
 		{name: "an error status", cfg: webhook.Config{Service: svc, CABundle: failingCA},
-			resolve: func(context.Context, string, string, int32) (string, error) { return strings.TrimPrefix(failing.URL, "https://"), nil },
+			resolve: func(context.Context, string, string, int32) (string, error) {
+				return strings.TrimPrefix(failing.URL, "https://"), nil
+			},
 			wantErr: "answered 500 Internal Server Error: no conversion today"},
 	}
 	for _, tc := range cases {

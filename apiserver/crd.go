@@ -283,9 +283,10 @@ func condition(t apiextv1.CustomResourceDefinitionConditionType, st apiextv1.Con
 	return apiextv1.CustomResourceDefinitionCondition{Type: t, Status: st, Reason: reason, Message: msg, LastTransitionTime: metav1.Now()}
 }
 
-// writeCRDStatus stores want's status if it differs from crd's.
+// writeCRDStatus stores want's status if it differs from crd's. Only the status: the rest may
+// have changed since crd was read (a DELETE adding the cleanup finalizer).
 func (s *Server) writeCRDStatus(ctx context.Context, crd, want *apiextv1.CustomResourceDefinition) error {
-	if equalCRDStatus(&crd.Status, &want.Status) && slices.Equal(crd.Finalizers, want.Finalizers) {
+	if equalCRDStatus(&crd.Status, &want.Status) {
 		return nil
 	}
 	crds := s.resources[crdsGVR]
@@ -296,7 +297,6 @@ func (s *Server) writeCRDStatus(ctx context.Context, crd, want *apiextv1.CustomR
 		}
 		next := c.DeepCopy()
 		next.Status = want.Status
-		next.Finalizers = want.Finalizers
 		return next, nil
 	}, crds.claims, false)
 	return err

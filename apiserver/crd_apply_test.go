@@ -56,4 +56,5 @@ spec:
 		t.Errorf("shortNames after the re-apply: %v", got)
 	}
 	do(t, "DELETE", path, nil)
+	eventually(t, "the CRD gone", func() bool { return do(t, "GET", path, nil).code == http.StatusNotFound })
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	admissionv1 "k8s.io/api/admission/v1"
 	"math/big"
 	"net/http"
 	"slices"
@@ -300,6 +301,19 @@ func (s *Server) createChecked(ctx context.Context, req request, obj storage.Obj
 // are retried from the client's object. The write is recorded in managedFields as req's writer's.
 func (s *Server) createPrepared(ctx context.Context, req request, original storage.Object, dry bool) (storage.Object, error) {
 	res := req.res
+	// Mutating webhooks see the object defaulted, as kube-apiserver decodes it, and before
+	// its name is generated; what they return is prepared again below.
+	if webhooksApply(req) && len(s.mutatingHooks()) > 0 {
+		probe := original.DeepCopyObject().(storage.Object)
+		res.strategy.PrepareCreate(probe)
+		mutated, changed, err := s.mutateAdmission(ctx, req, admissionv1.Create, probe, nil, dry)
+		if err != nil {
+			return nil, err
+		}
+		if changed {
+			original = mutated
+		}
+	}
 	generated := original.GetName() == "" && original.GetGenerateName() != ""
 	admitted := false
 	for attempt := 0; ; attempt++ {
@@ -325,6 +339,9 @@ func (s *Server) createPrepared(ctx context.Context, req request, original stora
 		// Validating admission (LimitRanges, quota) judges the first attempt only: a retry
 		// differs in its name or allocated values, not in what it uses, and is not charged twice.
 		if !admitted {
+			if err := s.validateAdmission(ctx, req, admissionv1.Create, obj, nil, dry); err != nil {
+				return nil, err
+			}
 			if err := s.admitValidated(ctx, res, obj, nil, "", dry); err != nil {
 				return nil, err
 			}
@@ -363,6 +380,7 @@ func mergeServerFields(obj, cur storage.Object) {
 // client's resourceVersion precondition, prepared, allocated and validated.
 func (s *Server) updateFunc(ctx context.Context, req request, newObj func(cur storage.Object) (storage.Object, error)) storage.UpdateFunc {
 	res := req.res
+	dry := dryRunOf(ctx)
 	return func(cur storage.Object) (storage.Object, error) {
 		obj, err := newObj(cur)
 		if err != nil {
@@ -387,6 +405,16 @@ func (s *Server) updateFunc(ctx context.Context, req request, newObj func(cur st
 		if err := res.strategy.AdmitFor(ctx, s.objects(), obj, cur, req.subresource); err != nil {
 			return nil, err
 		}
+		mutated, changed, err := s.mutateAdmission(ctx, req, admissionv1.Update, obj, cur, dry)
+		if err != nil {
+			return nil, err
+		}
+		if changed {
+			obj = mutated
+			obj.SetResourceVersion(cur.GetResourceVersion())
+			mergeServerFields(obj, cur)
+			res.strategy.PrepareUpdate(obj, cur, req.subresource)
+		}
 		errs := res.strategy.AllocateFor(ctx, res.store, obj, cur)
 		errs = append(errs, res.strategy.ValidateObject(obj, cur)...)
 		if req.subresource != "" {
@@ -394,6 +422,9 @@ func (s *Server) updateFunc(ctx context.Context, req request, newObj func(cur st
 		}
 		if len(errs) > 0 {
 			return nil, apierrors.NewInvalid(res.info.GVK().GroupKind(), req.name, errs)
+		}
+		if err := s.validateAdmission(ctx, req, admissionv1.Update, obj, cur, dry); err != nil {
+			return nil, err
 		}
 		return obj, nil
 	}
@@ -559,6 +590,10 @@ func parseDeleteOptions(r *http.Request) (*metav1.DeleteOptions, error) {
 func (s *Server) delete(w http.ResponseWriter, r *http.Request, req request) {
 	opts, err := parseDeleteOptions(r)
 	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := s.admitDelete(r.Context(), req, len(opts.DryRun) > 0); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -755,6 +790,12 @@ func (s *Server) deleteCollection(w http.ResponseWriter, r *http.Request, req re
 	}
 	var deleted []runtime.Object
 	for _, item := range listItems(list) {
+		itemReq := req
+		itemReq.namespace, itemReq.name = item.GetNamespace(), item.GetName()
+		if err := s.admitDelete(r.Context(), itemReq, len(opts.DryRun) > 0); err != nil {
+			writeError(w, err)
+			return
+		}
 		obj, err := s.deleteObject(r.Context(), req.res, item.GetNamespace(), item.GetName(), opts)
 		if apierrors.IsNotFound(err) {
 			continue

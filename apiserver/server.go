@@ -95,6 +95,8 @@ type Server struct {
 	// discoveryChanged until the next discovery request builds it again (discovery.go).
 	discoveryMu sync.Mutex
 	discovery   *discoverySnapshot
+	// webhooks are the prepared admission webhooks (webhookadmission.go).
+	webhooks struct{ validating, mutating webhookSet }
 }
 
 // New builds the server's resources and stores; Run starts them.
@@ -263,6 +265,7 @@ type request struct {
 
 // serveAPI routes /api/<version>/... and /apis/<group>/<version>/...
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, group string, parts []string) {
+	r = r.WithContext(withRequestInfo(r.Context(), w, r))
 	gv := schema.GroupVersion{Group: group, Version: parts[0]}
 	parts = parts[1:]
 	if len(parts) == 0 {

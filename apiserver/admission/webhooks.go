@@ -1,0 +1,416 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/kplane/kplane/apiserver/webhook"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// defaultTimeout is a webhook's timeoutSeconds when it sets none.
+const defaultTimeout = 10 * time.Second
+
+// Hook is one webhook of a Validating- or MutatingWebhookConfiguration, ready to be called.
+type Hook struct {
+	Name          string
+	configuration string
+	rules         []admissionregistrationv1.RuleWithOperations
+	failOpen      bool // failurePolicy Ignore
+	nsSelector    *metav1.LabelSelector
+	objSelector   *metav1.LabelSelector
+	sideEffects   admissionregistrationv1.SideEffectClass
+	reviews       string // the AdmissionReview version it takes: v1 or v1beta1
+	reinvoke      bool   // reinvocationPolicy IfNeeded (mutating)
+	conditions    *Conditions
+	client        *webhook.Client
+	// broken is why the hook cannot be called (its client config or conditions): each call
+	// fails with it, per the failure policy.
+	broken error
+}
+
+// Hooks are the webhooks of a set of configurations, in the order Kubernetes calls them: by
+// configuration name, then in the order each lists them.
+type Hooks []*Hook
+
+// Close releases the webhooks' connections.
+func (hs Hooks) Close() {
+	for _, h := range hs {
+		if h.client != nil {
+			h.client.Close()
+		}
+	}
+}
+
+func newHook(configuration, name string, cc admissionregistrationv1.WebhookClientConfig, failurePolicy *admissionregistrationv1.FailurePolicyType,
+	timeoutSeconds *int32, reviewVersions []string, conds []admissionregistrationv1.MatchCondition, resolve webhook.ResolveService) *Hook {
+	h := &Hook{Name: name, configuration: configuration, failOpen: failurePolicy != nil && *failurePolicy == admissionregistrationv1.Ignore}
+	for _, v := range reviewVersions {
+		if v == "v1" || v == "v1beta1" {
+			h.reviews = v
+			break
+		}
+	}
+	if h.reviews == "" {
+		h.broken = errors.New("webhook does not accept v1 or v1beta1 AdmissionReview")
+		return h
+	}
+	timeout := defaultTimeout
+	if timeoutSeconds != nil {
+		timeout = time.Duration(*timeoutSeconds) * time.Second
+	}
+	cfg := webhook.Config{CABundle: cc.CABundle}
+	if cc.URL != nil {
+		cfg.URL = *cc.URL
+	}
+	if s := cc.Service; s != nil {
+		cfg.Service = &webhook.Service{Namespace: s.Namespace, Name: s.Name, Port: 443}
+		if s.Port != nil {
+			cfg.Service.Port = *s.Port
+		}
+		if s.Path != nil {
+			cfg.Service.Path = *s.Path
+		}
+	}
+	var err error
+	if h.client, err = webhook.New(cfg, resolve, timeout); err != nil {
+		h.broken = fmt.Errorf("could not get REST client: %w", err)
+		return h
+	}
+	var errs field.ErrorList
+	if h.conditions, errs = CompileConditions(conds, field.NewPath("matchConditions")); len(errs) > 0 {
+		h.broken = errs.ToAggregate()
+	}
+	return h
+}
+
+// ValidatingHooks prepares the webhooks of validating configurations.
+func ValidatingHooks(cfgs []*admissionregistrationv1.ValidatingWebhookConfiguration, resolve webhook.ResolveService) Hooks {
+	sort.Slice(cfgs, func(i, j int) bool { return cfgs[i].Name < cfgs[j].Name })
+	var out Hooks
+	for _, c := range cfgs {
+		for _, w := range c.Webhooks {
+			h := newHook(c.Name, w.Name, w.ClientConfig, w.FailurePolicy, w.TimeoutSeconds, w.AdmissionReviewVersions, w.MatchConditions, resolve)
+			h.rules, h.nsSelector, h.objSelector = w.Rules, w.NamespaceSelector, w.ObjectSelector
+			if w.SideEffects != nil {
+				h.sideEffects = *w.SideEffects
+			}
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// MutatingHooks prepares the webhooks of mutating configurations.
+func MutatingHooks(cfgs []*admissionregistrationv1.MutatingWebhookConfiguration, resolve webhook.ResolveService) Hooks {
+	sort.Slice(cfgs, func(i, j int) bool { return cfgs[i].Name < cfgs[j].Name })
+	var out Hooks
+	for _, c := range cfgs {
+		for _, w := range c.Webhooks {
+			h := newHook(c.Name, w.Name, w.ClientConfig, w.FailurePolicy, w.TimeoutSeconds, w.AdmissionReviewVersions, w.MatchConditions, resolve)
+			h.rules, h.nsSelector, h.objSelector = w.Rules, w.NamespaceSelector, w.ObjectSelector
+			if w.SideEffects != nil {
+				h.sideEffects = *w.SideEffects
+			}
+			h.reinvoke = w.ReinvocationPolicy != nil && *w.ReinvocationPolicy == admissionregistrationv1.IfNeededReinvocationPolicy
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// Request is what the webhooks of one request share.
+type Request struct {
+	*Attributes
+	NamespaceLabels NamespaceLabels
+	// New returns an empty object of the request's kind, for a mutated object to decode into.
+	New func() runtime.Object
+	// Warnings collects what webhooks answered as warnings.
+	Warnings []string
+	vars     map[string]any
+}
+
+// callErr is a webhook that could not be called or answered wrongly.
+func callErr(h *Hook, err error) error {
+	return fmt.Errorf("failed calling webhook %q: %w", h.Name, err)
+}
+
+// fail turns a webhook that could not be called into the request's error, or nil when its
+// failure policy is Ignore.
+func fail(h *Hook, err error) error {
+	if h.failOpen {
+		slog.Warn("admission webhook failed, failing open", "webhook", h.Name, "err", err)
+		return nil
+	}
+	return apierrors.NewInternalError(callErr(h, err))
+}
+
+// matches decides whether h sees the request: rules, selectors, then match conditions. A
+// condition that cannot be evaluated fails per the failure policy.
+func (r *Request) matches(ctx context.Context, h *Hook) (bool, error) {
+	if !RulesMatch(h.rules, r.Attributes) {
+		return false, nil
+	}
+	ok, err := NamespaceSelected(ctx, h.nsSelector, r.Attributes, r.NamespaceLabels)
+	if err != nil || !ok {
+		return false, err
+	}
+	if ok, err = ObjectSelected(h.objSelector, r.Attributes); err != nil || !ok {
+		return false, err
+	}
+	if h.broken != nil {
+		return true, nil // called, to fail per its policy
+	}
+	if h.conditions.Empty() {
+		return true, nil
+	}
+	if r.vars == nil {
+		if r.vars, err = Variables(r.Attributes); err != nil {
+			return false, err
+		}
+	}
+	ok, err = h.conditions.Match(r.vars)
+	if err != nil {
+		return false, fail(h, err)
+	}
+	return ok, nil
+}
+
+// dryRunSafe refuses a dry run for webhooks that may have side effects.
+func (r *Request) dryRunSafe(h *Hook) error {
+	if !r.DryRun {
+		return nil
+	}
+	switch h.sideEffects {
+	case admissionregistrationv1.SideEffectClassNone, admissionregistrationv1.SideEffectClassNoneOnDryRun:
+		return nil
+	}
+	return apierrors.NewBadRequest(fmt.Sprintf("admission webhook %q does not support dry run", h.Name))
+}
+
+// review is an AdmissionReview of either version (v1 and v1beta1 have the same fields).
+type review struct {
+	metav1.TypeMeta `json:",inline"`
+	Request         *admissionv1.AdmissionRequest  `json:"request,omitempty"`
+	Response        *admissionv1.AdmissionResponse `json:"response,omitempty"`
+}
+
+// call sends the request to h and checks the answer: the same version and kind, the request's
+// uid; a validating webhook may not patch.
+func (r *Request) call(ctx context.Context, h *Hook, mutating bool) (*admissionv1.AdmissionResponse, error) {
+	if h.broken != nil {
+		return nil, h.broken
+	}
+	uid := string(uuid.NewUUID())
+	req := request(r.Attributes, uid)
+	var err error
+	if req.Object.Raw, err = rawJSON(r.Object); err != nil {
+		return nil, err
+	}
+	if req.OldObject.Raw, err = rawJSON(r.OldObject); err != nil {
+		return nil, err
+	}
+	apiVersion := "admission.k8s.io/" + h.reviews
+	var resp review
+	if err := h.client.Call(ctx, review{TypeMeta: metav1.TypeMeta{APIVersion: apiVersion, Kind: "AdmissionReview"}, Request: req}, &resp); err != nil {
+		return nil, fmt.Errorf("failed to call webhook: %w", err)
+	}
+	invalid := func(format string, args ...any) error {
+		return fmt.Errorf("received invalid webhook response: "+format, args...)
+	}
+	switch {
+	case resp.Response == nil:
+		return nil, invalid("webhook response was absent")
+	case h.reviews == "v1" && (resp.APIVersion != apiVersion || resp.Kind != "AdmissionReview"):
+		return nil, invalid("expected webhook response of %s, Kind=AdmissionReview, got %s, Kind=%s", apiVersion, resp.APIVersion, resp.Kind)
+	case h.reviews == "v1" && string(resp.Response.UID) != uid:
+		return nil, invalid("expected response.uid=%q, got %q", uid, resp.Response.UID)
+	case !mutating && len(resp.Response.Patch) > 0:
+		return nil, invalid("validating webhook may not return response.patch")
+	case mutating && h.reviews == "v1" && len(resp.Response.Patch) > 0 && resp.Response.PatchType == nil:
+		return nil, invalid("webhook returned response.patch but not response.patchType")
+	case mutating && resp.Response.PatchType != nil && *resp.Response.PatchType != admissionv1.PatchTypeJSONPatch:
+		return nil, invalid("webhook returned invalid response.patchType of %q", *resp.Response.PatchType)
+	}
+	r.Warnings = append(r.Warnings, resp.Response.Warnings...)
+	return resp.Response, nil
+}
+
+func rawJSON(o runtime.Object) ([]byte, error) {
+	if o == nil {
+		return nil, nil
+	}
+	return json.Marshal(o)
+}
+
+// denied is a webhook's refusal, as Kubernetes words it: its status (at least 400) with the
+// message prefixed by the webhook's name.
+func denied(h *Hook, result *metav1.Status) error {
+	st := metav1.Status{Status: metav1.StatusFailure}
+	if result != nil {
+		st = *result
+	}
+	if st.Code < http.StatusBadRequest {
+		st.Code = http.StatusBadRequest
+	}
+	if st.Status == "" || st.Status == metav1.StatusSuccess {
+		st.Status = metav1.StatusFailure
+	}
+	by := fmt.Sprintf("admission webhook %q denied the request", h.Name)
+	switch {
+	case st.Message != "":
+		st.Message = by + ": " + st.Message
+	case st.Reason != "":
+		st.Message = by + ": " + string(st.Reason)
+	default:
+		st.Message = by + " without explanation"
+	}
+	return &apierrors.StatusError{ErrStatus: st}
+}
+
+// Validate calls the validating webhooks that match the request, all at once, and returns the
+// first refusal in their order.
+func (r *Request) Validate(ctx context.Context, hooks Hooks) error {
+	var relevant Hooks
+	for _, h := range hooks {
+		ok, err := r.matches(ctx, h)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if err := r.dryRunSafe(h); err != nil {
+				return err
+			}
+			relevant = append(relevant, h)
+		}
+	}
+	if len(relevant) == 0 {
+		return nil
+	}
+	errs := make([]error, len(relevant))
+	warnings := make([][]string, len(relevant))
+	var wg sync.WaitGroup
+	for i, h := range relevant {
+		wg.Go(func() {
+			sub := &Request{Attributes: r.Attributes}
+			resp, err := sub.call(ctx, h, false)
+			warnings[i] = sub.Warnings
+			switch {
+			case err != nil:
+				errs[i] = fail(h, err)
+			case !resp.Allowed:
+				errs[i] = denied(h, resp.Result)
+			}
+		})
+	}
+	wg.Wait()
+	for _, w := range warnings {
+		r.Warnings = append(r.Warnings, w...)
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Mutate calls the mutating webhooks that match the request in order, each seeing the object
+// as the ones before it left it, and applies their patches to r.Object. A webhook with
+// reinvocationPolicy IfNeeded is called once more when a later one changed the object. It
+// reports whether the object changed.
+func (r *Request) Mutate(ctx context.Context, hooks Hooks) (bool, error) {
+	changed := false
+	lastChange := -1 // index in calls of the last call that changed the object
+	var calls []*Hook
+	run := func(h *Hook) error {
+		ok, err := r.matches(ctx, h)
+		if err != nil || !ok {
+			return err
+		}
+		if err := r.dryRunSafe(h); err != nil {
+			return err
+		}
+		calls = append(calls, h)
+		resp, err := r.call(ctx, h, true)
+		if err != nil {
+			return fail(h, err)
+		}
+		if !resp.Allowed {
+			return denied(h, resp.Result)
+		}
+		if len(resp.Patch) == 0 {
+			return nil
+		}
+		if r.Object == nil {
+			return apierrors.NewInternalError(fmt.Errorf("admission webhook %q attempted to modify the object, which is not supported for this operation", h.Name))
+		}
+		mutated, diff, err := r.applyPatch(resp.Patch)
+		if err != nil {
+			return apierrors.NewInternalError(fmt.Errorf("admission webhook %q returned an invalid patch: %v", h.Name, err))
+		}
+		if diff {
+			r.Object, r.vars = mutated, nil
+			changed, lastChange = true, len(calls)-1
+		}
+		return nil
+	}
+	for _, h := range hooks {
+		if err := run(h); err != nil {
+			return changed, err
+		}
+	}
+	if lastChange < 0 {
+		return changed, nil
+	}
+	// Reinvocation: the webhooks that asked for it and ran before the last change, once.
+	first := slices.Clone(calls[:lastChange])
+	for _, h := range first {
+		if h.reinvoke {
+			if err := run(h); err != nil {
+				return changed, err
+			}
+		}
+	}
+	return changed, nil
+}
+
+// applyPatch applies a JSON patch to the object and decodes the result as its kind.
+func (r *Request) applyPatch(patch []byte) (runtime.Object, bool, error) {
+	p, err := jsonpatch.DecodePatch(patch)
+	if err != nil {
+		return nil, false, err
+	}
+	cur, err := json.Marshal(r.Object)
+	if err != nil {
+		return nil, false, err
+	}
+	next, err := p.Apply(cur)
+	if err != nil {
+		return nil, false, err
+	}
+	if jsonpatch.Equal(cur, next) {
+		return r.Object, false, nil
+	}
+	out := r.New()
+	if err := json.Unmarshal(next, out); err != nil {
+		return nil, false, err
+	}
+	out.GetObjectKind().SetGroupVersionKind(r.Object.GetObjectKind().GroupVersionKind())
+	return out, true, nil
+}

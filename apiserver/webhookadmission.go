@@ -1,0 +1,224 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/kplane/kplane/apiserver/admission"
+	"github.com/kplane/kplane/apiserver/authentication"
+	"github.com/kplane/kplane/storage"
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Admission webhooks run where kube-apiserver runs them: the mutating ones after the built-in
+// mutating admission (service accounts, LimitRange defaults, priority), the validating ones
+// after the object's validation and before ResourceQuota. The configurations are read from
+// the watch cache on each write; their prepared webhooks (clients, compiled match conditions)
+// are kept until a configuration changes.
+
+var (
+	validatingWebhooksGVR = admissionregistrationv1.SchemeGroupVersion.WithResource("validatingwebhookconfigurations")
+	mutatingWebhooksGVR   = admissionregistrationv1.SchemeGroupVersion.WithResource("mutatingwebhookconfigurations")
+)
+
+// webhookSet caches the prepared webhooks of one kind of configuration, keyed by the
+// configurations' names and resourceVersions.
+type webhookSet struct {
+	mu    sync.Mutex
+	key   string
+	hooks admission.Hooks
+}
+
+func (ws *webhookSet) get(key string, build func() admission.Hooks) admission.Hooks {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if key != ws.key {
+		ws.hooks.Close()
+		ws.key, ws.hooks = key, build()
+	}
+	return ws.hooks
+}
+
+// configurations lists the cached objects of a configuration resource, with a key that
+// changes whenever one of them does.
+func configurations[T storage.Object](s *Server, gvr schema.GroupVersionResource) ([]T, string) {
+	list, err := s.resources[gvr].store.List(context.Background(), "", storage.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return nil, ""
+	}
+	items := listItems(list)
+	out := make([]T, 0, len(items))
+	var key strings.Builder
+	for _, it := range items {
+		out = append(out, it.(T))
+		key.WriteString(it.GetName() + "@" + it.GetResourceVersion() + ",")
+	}
+	return out, key.String()
+}
+
+func (s *Server) validatingHooks() admission.Hooks {
+	cfgs, key := configurations[*admissionregistrationv1.ValidatingWebhookConfiguration](s, validatingWebhooksGVR)
+	if len(cfgs) == 0 {
+		return nil
+	}
+	return s.webhooks.validating.get(key, func() admission.Hooks { return admission.ValidatingHooks(cfgs, s.resolveService) })
+}
+
+func (s *Server) mutatingHooks() admission.Hooks {
+	cfgs, key := configurations[*admissionregistrationv1.MutatingWebhookConfiguration](s, mutatingWebhooksGVR)
+	if len(cfgs) == 0 {
+		return nil
+	}
+	return s.webhooks.mutating.get(key, func() admission.Hooks { return admission.MutatingHooks(cfgs, s.resolveService) })
+}
+
+// admissionRequest describes a write to the webhooks.
+func (s *Server) admissionRequest(ctx context.Context, req request, op admissionv1.Operation, obj, old storage.Object, dry bool) *admission.Request {
+	res := req.res
+	user, _ := authentication.UserFrom(ctx)
+	name := req.name
+	if name == "" && obj != nil {
+		name = obj.GetName()
+	}
+	a := &admission.Attributes{
+		Operation: op, Kind: res.info.GVK(), Resource: res.info.GroupVersion.WithResource(res.info.Resource),
+		Subresource: req.subresource, Name: name, Namespace: req.namespace, Namespaced: res.info.Namespaced,
+		DryRun: dry, User: user, Options: admissionOptions(op, dry, req.writer.manager),
+	}
+	if obj != nil {
+		obj.GetObjectKind().SetGroupVersionKind(res.info.GVK())
+		a.Object = obj
+	}
+	if old != nil {
+		a.OldObject = old
+	}
+	return &admission.Request{Attributes: a, New: func() runtime.Object { return res.strategy.NewObject() },
+		NamespaceLabels: s.namespaceLabels}
+}
+
+func admissionOptions(op admissionv1.Operation, dry bool, manager string) runtime.Object {
+	var dryRun []string
+	if dry {
+		dryRun = []string{metav1.DryRunAll}
+	}
+	meta := func(kind string) metav1.TypeMeta { return metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: kind} }
+	switch op {
+	case admissionv1.Create:
+		return &metav1.CreateOptions{TypeMeta: meta("CreateOptions"), DryRun: dryRun, FieldManager: manager}
+	case admissionv1.Update:
+		return &metav1.UpdateOptions{TypeMeta: meta("UpdateOptions"), DryRun: dryRun, FieldManager: manager}
+	default:
+		return &metav1.DeleteOptions{TypeMeta: meta("DeleteOptions"), DryRun: dryRun}
+	}
+}
+
+func (s *Server) namespaceLabels(_ context.Context, name string) (map[string]string, error) {
+	obj, err := s.resources[namespacesGVR].store.GetCached("", name)
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*corev1.Namespace).Labels, nil
+}
+
+// webhooksApply reports whether admission webhooks judge writes of req's resource: not the
+// admission configurations themselves, nor the scale subresource (whose object, a Scale,
+// kplane does not hand to webhooks).
+func webhooksApply(req request) bool {
+	return !admission.Exempt(req.res.info.GroupResource()) && req.subresource != "scale"
+}
+
+// mutateAdmission runs the mutating webhooks on a write; it returns the object as they left
+// it, and whether they changed it.
+func (s *Server) mutateAdmission(ctx context.Context, req request, op admissionv1.Operation, obj, old storage.Object, dry bool) (storage.Object, bool, error) {
+	if !webhooksApply(req) {
+		return obj, false, nil
+	}
+	hooks := s.mutatingHooks()
+	if len(hooks) == 0 {
+		return obj, false, nil
+	}
+	ar := s.admissionRequest(ctx, req, op, obj, old, dry)
+	changed, err := ar.Mutate(ctx, hooks)
+	addWarnings(ctx, ar.Warnings)
+	if err != nil {
+		return nil, false, err
+	}
+	if !changed {
+		return obj, false, nil
+	}
+	out, ok := ar.Object.(storage.Object)
+	if !ok {
+		return nil, false, fmt.Errorf("a mutated %T is not an API object", ar.Object)
+	}
+	return out, true, nil
+}
+
+// validateAdmission runs the validating webhooks on a write.
+func (s *Server) validateAdmission(ctx context.Context, req request, op admissionv1.Operation, obj, old storage.Object, dry bool) error {
+	if !webhooksApply(req) {
+		return nil
+	}
+	hooks := s.validatingHooks()
+	if len(hooks) == 0 {
+		return nil
+	}
+	ar := s.admissionRequest(ctx, req, op, obj, old, dry)
+	err := ar.Validate(ctx, hooks)
+	addWarnings(ctx, ar.Warnings)
+	return err
+}
+
+// admitDelete runs the webhooks of a client's DELETE on the stored object.
+func (s *Server) admitDelete(ctx context.Context, req request, dry bool) error {
+	if !webhooksApply(req) {
+		return nil
+	}
+	mutating, validating := s.mutatingHooks(), s.validatingHooks()
+	if len(mutating) == 0 && len(validating) == 0 {
+		return nil
+	}
+	cur, err := req.res.store.Get(ctx, req.namespace, req.name)
+	if err != nil {
+		return err
+	}
+	if _, _, err := s.mutateAdmission(ctx, req, admissionv1.Delete, nil, cur, dry); err != nil {
+		return err
+	}
+	return s.validateAdmission(ctx, req, admissionv1.Delete, nil, cur, dry)
+}
+
+// warningsKey carries a request's ResponseWriter, for what admission warns about; dryRunKey
+// whether the request is a dry run (update steps learn it so).
+type warningsKey struct{}
+type dryRunKey struct{}
+
+func withRequestInfo(ctx context.Context, w http.ResponseWriter, r *http.Request) context.Context {
+	ctx = context.WithValue(ctx, warningsKey{}, w)
+	if _, dry := r.URL.Query()["dryRun"]; dry {
+		ctx = context.WithValue(ctx, dryRunKey{}, true)
+	}
+	return ctx
+}
+
+func dryRunOf(ctx context.Context) bool {
+	dry, _ := ctx.Value(dryRunKey{}).(bool)
+	return dry
+}
+
+func addWarnings(ctx context.Context, msgs []string) {
+	w, ok := ctx.Value(warningsKey{}).(http.ResponseWriter)
+	if !ok {
+		return
+	}
+	for _, m := range msgs {
+		addWarning(w, m)
+	}
+}

@@ -33,8 +33,8 @@ const (
 const selfVar, oldSelfVar = "self", "oldSelf"
 
 // baseEnv is the CEL environment every rule compiles in: the language options and function
-// libraries of Kubernetes v1.36's validation rules (without its URL, IP, CIDR, format,
-// semver and authorizer libraries).
+// libraries of Kubernetes v1.36's validation rules (without its authorizer libraries, whose
+// functions only apply to the authorizer variable CRD rules do not have).
 var baseEnv = sync.OnceValues(func() (*cel.Env, error) {
 	return cel.NewEnv(
 		cel.HomogeneousAggregateLiterals(),
@@ -51,6 +51,11 @@ var baseEnv = sync.OnceValues(func() (*cel.Env, error) {
 		cel.Lib(kubeLists{}),
 		cel.Lib(kubeRegex{}),
 		cel.Lib(kubeQuantity{}),
+		cel.Lib(kubeURLs{}),
+		cel.Lib(kubeIP{}),
+		cel.Lib(kubeCIDR{}),
+		cel.Lib(kubeFormat{}),
+		cel.Lib(kubeSemver{}),
 		cel.CostEstimatorOptions(checker.PresenceTestHasCost(false)),
 	)
 })

@@ -2,10 +2,12 @@ package apiserver
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/kplane/kplane/apiserver/registry"
@@ -206,7 +208,31 @@ func decodeBody(w http.ResponseWriter, res *resource, data []byte, contentType s
 }
 
 func addWarning(w http.ResponseWriter, msg string) {
-	w.Header().Add("Warning", fmt.Sprintf("299 - %q", msg))
+	addWarningTo(w.Header(), msg)
+}
+
+// addWarningTo adds msg to a response's headers once: a write retried on a conflict finds
+// the same warnings again.
+func addWarningTo(h http.Header, msg string) {
+	v := fmt.Sprintf("299 - %q", msg)
+	if !slices.Contains(h.Values("Warning"), v) {
+		h.Add("Warning", v)
+	}
+}
+
+// warningsKey holds, in a request's context, the headers of its response, so that what
+// validates a write deep in storage's update loop can add warnings to it.
+type warningsKey struct{}
+
+func withWarnings(r *http.Request, w http.ResponseWriter) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), warningsKey{}, w.Header()))
+}
+
+// warnContext adds msg to the warnings of the response of ctx's request, if it has one.
+func warnContext(ctx context.Context, msg string) {
+	if h, ok := ctx.Value(warningsKey{}).(http.Header); ok {
+		addWarningTo(h, msg)
+	}
 }
 
 // output is the response form a client asked for in its Accept header.

@@ -2,6 +2,7 @@ package apiserver_test
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -287,6 +288,74 @@ func TestCRDValidationRuleLibraries(t *testing.T) {
 			}
 			if len(got) != len(c.want) {
 				t.Errorf("causes %q, want %d", got, len(c.want))
+			}
+		})
+	}
+}
+
+// Tightening a CRD's schema and rules does not lock the objects written before: an update
+// is judged only on what it changes, and the rules that fail on unchanged values come back
+// as warnings (what kube-apiserver v1.36 answers to the same requests).
+func TestCRDValidationRatcheting(t *testing.T) {
+	ns := namespace(t)
+	crd := crdOf(t, "ratchet.example.com", libsCRD)
+	spec := get(crd, "spec", "versions", 0, "schema", "openAPIV3Schema", "properties", "spec").(map[string]any)
+	spec["properties"].(map[string]any)["tight"] = map[string]any{"type": "string", "maxLength": 30}
+	r := do(t, "POST", crdsPath, crd)
+	if r.code != http.StatusCreated {
+		t.Fatalf("create CRD: %d %s", r.code, r.body)
+	}
+	t.Cleanup(func() { do(t, "DELETE", crdsPath+"/libs.ratchet.example.com", nil) })
+	waitEstablished(t, crdsPath+"/libs.ratchet.example.com")
+	base := "/apis/ratchet.example.com/v1/namespaces/" + ns + "/libs"
+	obj := map[string]any{"apiVersion": "ratchet.example.com/v1", "kind": "Lib", "metadata": map[string]any{"name": "r1"},
+		"spec": map[string]any{"endpoint": "https://example.com", "address": "10.1.2.3", "network": "10.0.0.0/8", "name": "ok", "version": "2", "tight": "abcdefghij", "replicas": 1}}
+	if r := do(t, "POST", base, obj); r.code != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.code, r.body)
+	}
+
+	crd = do(t, "GET", crdsPath+"/libs.ratchet.example.com", nil).object(t)
+	spec = get(crd, "spec", "versions", 0, "schema", "openAPIV3Schema", "properties", "spec").(map[string]any)
+	spec["properties"].(map[string]any)["tight"] = map[string]any{"type": "string", "maxLength": 5,
+		"x-kubernetes-validations": []any{map[string]any{"rule": "self.size() < 4", "message": "tight rule"}}}
+	spec["x-kubernetes-validations"] = append(spec["x-kubernetes-validations"].([]any), map[string]any{"rule": "self.address != '10.1.2.3'", "message": "address rule"})
+	if r := do(t, "PUT", crdsPath+"/libs.ratchet.example.com", crd); r.code != http.StatusOK {
+		t.Fatalf("tighten CRD: %d %s", r.code, r.body)
+	}
+	other := deepCopyJSON(t, obj)
+	other["metadata"] = map[string]any{"name": "r2"}
+	eventually(t, "the tightened schema", func() bool { return do(t, "POST", base, other).code == http.StatusUnprocessableEntity })
+
+	patch := func(body string) response {
+		return do(t, "PATCH", base+"/r1", body, "Content-Type", "application/merge-patch+json")
+	}
+	cases := []struct {
+		name, patch string
+		code        int
+		message     string
+		warnings    []string
+	}{
+		{name: "spec unchanged: every failure ratchets", patch: `{"metadata":{"labels":{"a":"b"}}}`, code: http.StatusOK, warnings: []string{
+			`299 - "spec: Invalid value: address rule"`,
+			`299 - "spec.tight: Invalid value: \"abcdefghij\": tight rule"`,
+		}},
+		{name: "spec changed: its rules judge it, the unchanged field still ratchets", patch: `{"spec":{"replicas":2}}`, code: http.StatusUnprocessableEntity,
+			message:  `Lib.ratchet.example.com "r1" is invalid: spec: Invalid value: address rule`,
+			warnings: []string{`299 - "spec.tight: Invalid value: \"abcdefghij\": tight rule"`}},
+		{name: "changed field too long", patch: `{"spec":{"tight":"zyxwvutsrq"}}`, code: http.StatusUnprocessableEntity,
+			message: `Lib.ratchet.example.com "r1" is invalid: [spec.tight: Too long: may not be more than 5 bytes, <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := patch(c.patch)
+			if r.code != c.code {
+				t.Fatalf("patch: %d %s", r.code, r.body)
+			}
+			if c.message != "" && get(r.object(t), "message") != c.message {
+				t.Errorf("message %q\nwant    %q", get(r.object(t), "message"), c.message)
+			}
+			if got := r.header.Values("Warning"); !slices.Equal(got, c.warnings) {
+				t.Errorf("warnings %q\nwant     %q", got, c.warnings)
 			}
 		})
 	}

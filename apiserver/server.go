@@ -206,6 +206,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes+1)
+	r = withWarnings(r, w)
 	switch {
 	case path == "" || path == "/":
 		writeJSON(w, http.StatusOK, map[string]any{"paths": s.discoveryDocs().paths})

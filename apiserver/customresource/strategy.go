@@ -242,6 +242,15 @@ func (r *Resource) AdmitFor(context.Context, registry.Objects, registry.Object, 
 
 // ValidateObject implements registry.Strategy: metadata, kind, the schema and its CEL rules.
 func (r *Resource) ValidateObject(o, oldo registry.Object) field.ErrorList {
+	errs, _ := r.ValidateUpdateWithWarnings(o, oldo)
+	return errs
+}
+
+// ValidateUpdateWithWarnings implements registry.RatchetingValidator: ValidateObject, with
+// the failed rules of values the update did not change as warnings (the schema's own checks
+// let such values through silently, as Kubernetes' do).
+func (r *Resource) ValidateUpdateWithWarnings(o, oldo registry.Object) (field.ErrorList, []string) {
+	var warnings []string
 	u := o.(*unstructured.Unstructured)
 	errs := apimachineryvalidation.ValidateObjectMetaAccessor(u, r.info.Namespaced, apimachineryvalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
 	var old *unstructured.Unstructured
@@ -260,7 +269,11 @@ func (r *Resource) ValidateObject(o, oldo registry.Object) field.ErrorList {
 			if k == "metadata" || k == "apiVersion" || k == "kind" {
 				continue
 			}
-			errs = append(errs, r.schema.child(k).Validate(field.NewPath(k), u.Object[k])...)
+			if old, ok := oldValue(old, k); ok {
+				errs = append(errs, r.schema.child(k).ValidateUpdate(field.NewPath(k), u.Object[k], old)...)
+			} else {
+				errs = append(errs, r.schema.child(k).Validate(field.NewPath(k), u.Object[k])...)
+			}
 		}
 		for _, req := range r.schema.Required {
 			if _, ok := u.Object[req]; !ok {
@@ -275,10 +288,20 @@ func (r *Resource) ValidateObject(o, oldo registry.Object) field.ErrorList {
 			if old != nil {
 				oldObj = old.Object
 			}
-			errs = append(errs, r.rules.validateUnlessBlocked(errs, u.Object, oldObj)...)
+			ruleErrs, ruleWarnings := r.rules.validateUnlessBlocked(errs, u.Object, oldObj)
+			errs, warnings = append(errs, ruleErrs...), ruleWarnings
 		}
 	}
-	return errs
+	return errs, warnings
+}
+
+// oldValue is the old object's top-level field k, if there is an old object and it has k.
+func oldValue(old *unstructured.Unstructured, k string) (any, bool) {
+	if old == nil {
+		return nil, false
+	}
+	v, ok := old.Object[k]
+	return v, ok
 }
 
 // validateMetadataFields applies a root metadata schema's name and generateName restrictions.

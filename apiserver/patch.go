@@ -121,17 +121,12 @@ func patchObject(w http.ResponseWriter, res *resource, cur storage.Object, apply
 func (s *Server) applyPatch(w http.ResponseWriter, r *http.Request, req request, wr writeRequest) {
 	ctx := r.Context()
 	m := req.res.fields[req.subresource]
-	force := false
-	if f := r.URL.Query().Get("force"); f != "" {
-		var err error
-		if force, err = strconv.ParseBool(f); err != nil {
-			writeError(w, apierrors.NewBadRequest(fmt.Sprintf("invalid force %q: %v", f, err)))
-			return
-		}
+	force, err := applyForce(r)
+	if err == nil {
+		err = checkApplyYAML(r)
 	}
-	if mediaType(r) == string(types.ApplyCBORPatchType) {
-		writeError(w, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", schema.GroupResource{}, "",
-			"apply patches in CBOR are not supported; send application/apply-patch+yaml", 0, false))
+	if err != nil {
+		writeError(w, err)
 		return
 	}
 	req.writer.applied = true
@@ -176,4 +171,26 @@ func (s *Server) applyPatch(w http.ResponseWriter, r *http.Request, req request,
 		writeResult(w, r, http.StatusCreated, created)
 		return
 	}
+}
+
+// applyForce reads an apply request's force parameter.
+func applyForce(r *http.Request) (bool, error) {
+	f := r.URL.Query().Get("force")
+	if f == "" {
+		return false, nil
+	}
+	force, err := strconv.ParseBool(f)
+	if err != nil {
+		return false, apierrors.NewBadRequest(fmt.Sprintf("invalid force %q: %v", f, err))
+	}
+	return force, nil
+}
+
+// checkApplyYAML refuses apply patches in CBOR.
+func checkApplyYAML(r *http.Request) error {
+	if mediaType(r) == string(types.ApplyCBORPatchType) {
+		return apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", schema.GroupResource{}, "",
+			"apply patches in CBOR are not supported; send application/apply-patch+yaml", 0, false)
+	}
+	return nil
 }

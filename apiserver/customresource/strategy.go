@@ -50,6 +50,10 @@ type Scale struct {
 	SpecReplicas, StatusReplicas, LabelSelector *Path
 	// Raw paths as the CRD wrote them, for writing spec replicas back.
 	SpecReplicasPath string
+	// ReplicasPaths holds, for every version of the CRD ("group/version"), the fields of
+	// its spec replicas path, nil for a version without a scale subresource: what the
+	// managedFields of a scale write are translated with.
+	ReplicasPaths map[string][]string
 }
 
 // NewResource builds the strategy of version v of crd, whose accepted names are names.
@@ -90,7 +94,14 @@ func NewResource(crd *apiextv1.CustomResourceDefinition, v *apiextv1.CustomResou
 		r.info.Status = sub.Status != nil
 		if sc := sub.Scale; sc != nil {
 			r.info.Scale = true
-			r.scale = &Scale{SpecReplicasPath: sc.SpecReplicasPath}
+			r.scale = &Scale{SpecReplicasPath: sc.SpecReplicasPath, ReplicasPaths: map[string][]string{}}
+			for _, other := range crd.Spec.Versions {
+				gv := schema.GroupVersion{Group: crd.Spec.Group, Version: other.Name}.String()
+				r.scale.ReplicasPaths[gv] = nil
+				if other.Subresources != nil && other.Subresources.Scale != nil {
+					r.scale.ReplicasPaths[gv] = strings.Split(strings.TrimPrefix(other.Subresources.Scale.SpecReplicasPath, "."), ".")
+				}
+			}
 			var err error
 			if r.scale.SpecReplicas, err = ParsePath(sc.SpecReplicasPath); err != nil {
 				return nil, err

@@ -148,6 +148,12 @@ func (s *Server) serveScale(w http.ResponseWriter, r *http.Request, req request)
 		writeError(w, apierrors.NewMethodNotSupported(res.info.GroupResource(), r.Method))
 		return
 	}
+	if r.Method == http.MethodPatch {
+		if err := checkPatchType(res, r); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
 	wr, err := parseWrite(r)
 	if err != nil {
 		writeError(w, err)
@@ -163,9 +169,7 @@ func (s *Server) serveScale(w http.ResponseWriter, r *http.Request, req request)
 			"server-side apply is not supported at this endpoint", 0, false))
 		return
 	case applying:
-		if force, err = applyForce(r); err == nil {
-			err = checkApplyYAML(r)
-		}
+		force, err = applyForce(r)
 	case r.Method == http.MethodPatch:
 		patch, err = patchFor(r, wr.body)
 	}

@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -359,5 +362,48 @@ func TestApplyScale(t *testing.T) {
 				t.Errorf("got %d %s, want %d %q", r.code, r.body, c.code, c.message)
 			}
 		})
+	}
+}
+
+// kubectl v1.32 against a Deployment whose replicas were applied through its scale
+// subresource: `kubectl scale` takes them over, and `kubectl apply --server-side
+// --subresource=scale` (which sends the Deployment itself) is refused as kube-apiserver v1.36
+// refuses it.
+func TestKubectlScaleAfterScaleApply(t *testing.T) {
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl not installed")
+	}
+	ns := namespace(t)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, server.Kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(stdin string, args ...string) (string, error) {
+		cmd := exec.Command(kubectl, append([]string{"--kubeconfig", kubeconfig, "--cache-dir", t.TempDir(), "-n", ns}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		return strings.TrimSpace(string(out)), err
+	}
+	base := "/apis/apps/v1/namespaces/" + ns + "/deployments"
+	if r := do(t, "PATCH", base+"/web?fieldManager=alice", webDeployment(1, "nginx:1"), "Content-Type", applyYAML); r.code != http.StatusCreated {
+		t.Fatalf("apply: %d %s", r.code, r.body)
+	}
+	if r := do(t, "PATCH", base+"/web/scale?fieldManager=hpa&force=true", "apiVersion: autoscaling/v1\nkind: Scale\nmetadata: {name: web}\nspec: {replicas: 3}\n", "Content-Type", applyYAML); r.code != http.StatusOK {
+		t.Fatalf("apply to scale: %d %s", r.code, r.body)
+	}
+
+	if out, err := run("", "scale", "deployment", "web", "--replicas=4"); err != nil || out != "deployment.apps/web scaled" {
+		t.Fatalf("kubectl scale: %v: %s", err, out)
+	}
+	obj := do(t, "GET", base+"/web", nil).object(t)
+	if get(obj, "spec", "replicas") != 4.0 || !owns(obj, "kubectl", "f:replicas") || owns(obj, "hpa", "f:replicas") {
+		t.Fatalf("after kubectl scale: replicas %v, managedFields %s", get(obj, "spec", "replicas"), get(obj, "metadata", "managedFields"))
+	}
+
+	out, err := run("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 6}\n",
+		"apply", "--server-side", "--subresource=scale", "--field-manager=hpa", "--force-conflicts", "-f", "-")
+	if err == nil || out != "Error from server (BadRequest): invalid object type: apps/v1, Kind=Deployment" {
+		t.Fatalf("kubectl apply --subresource=scale: %v: %s", err, out)
 	}
 }

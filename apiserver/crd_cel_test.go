@@ -54,7 +54,7 @@ func TestCRDValidationRules(t *testing.T) {
 		[]any{map[string]any{"rule": "self.minimum <= self.max"}}
 	r := do(t, "POST", crdPath, bad)
 	if r.code != http.StatusUnprocessableEntity || !strings.Contains(string(r.body), "undefined field 'minimum'") ||
-		!strings.Contains(string(r.body), `spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule`) {
+		!strings.Contains(string(r.body), `spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule`) {
 		t.Fatalf("CRD with a rule that does not compile: %d %s", r.code, r.body)
 	}
 
@@ -63,7 +63,7 @@ func TestCRDValidationRules(t *testing.T) {
 	get(spec, "versions", 0, "schema", "openAPIV3Schema", "properties", "spec", "properties", "class").(map[string]any)["maxLength"] = 1000000
 	r = do(t, "POST", crdPath, bad)
 	if r.code != http.StatusUnprocessableEntity ||
-		!strings.Contains(string(r.body), `spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of`) {
+		!strings.Contains(string(r.body), `spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of`) {
 		t.Fatalf("CRD with a rule too expensive: %d %s", r.code, r.body)
 	}
 
@@ -216,9 +216,7 @@ func TestCRDValidationRuleLibraries(t *testing.T) {
 	rules[2].(map[string]any)["rule"] = "ip(self.replicas).family() == 4 && semver(self.version).major(1) == 1"
 	r := do(t, "POST", crdsPath, bad)
 	for _, want := range []string{
-		// (kube-apiserver names the path spec.validation.openAPIV3Schema when every version
-		// has the same schema.)
-		`.openAPIV3Schema.properties[spec].x-kubernetes-validations[2].rule: Invalid value: `,
+		`spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[2].rule: Invalid value: `,
 		`compilation failed: ERROR: \u003cinput\u003e:1:3: found no matching overload for 'ip' applied to '(int)'`,
 		`ERROR: \u003cinput\u003e:1:62: found no matching overload for 'major' applied to 'kubernetes.Semver.(int)'`,
 	} {
@@ -232,7 +230,7 @@ func TestCRDValidationRuleLibraries(t *testing.T) {
 	rules = get(costly, "spec", "versions", 0, "schema", "openAPIV3Schema", "properties", "spec", "x-kubernetes-validations").([]any)
 	rules[3].(map[string]any)["messageExpression"] = "format.dns1123Label().validate(self.name).value().join(', ')"
 	r = do(t, "POST", crdsPath, costly)
-	if want := `.openAPIV3Schema.properties[spec].x-kubernetes-validations[3].messageExpression: Forbidden: estimated messageExpression cost exceeds budget by factor of more than 100x`; r.code != http.StatusUnprocessableEntity || !strings.Contains(string(r.body), want) {
+	if want := `spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[3].messageExpression: Forbidden: estimated messageExpression cost exceeds budget by factor of more than 100x`; r.code != http.StatusUnprocessableEntity || !strings.Contains(string(r.body), want) {
 		t.Fatalf("CRD with a messageExpression too expensive: %d %s\nwant %s", r.code, r.body, want)
 	}
 

@@ -352,8 +352,26 @@ spec:
 		{"no storage version", func(c *apiextv1.CustomResourceDefinition) { c.Spec.Versions[0].Storage = false }, []string{
 			`must have exactly one version marked as storage version`,
 		}},
+		{"one schema for every version is judged once, at spec.validation", func(c *apiextv1.CustomResourceDefinition) {
+			c.Spec.Versions[0].Schema.OpenAPIV3Schema.Type = ""
+			v2 := *c.Spec.Versions[0].DeepCopy()
+			v2.Name, v2.Storage = "v2", false
+			c.Spec.Versions = append(c.Spec.Versions, v2)
+		}, []string{
+			`spec.validation.openAPIV3Schema.type: Required value: must not be empty at the root`,
+		}},
+		{"different schemas are judged per version", func(c *apiextv1.CustomResourceDefinition) {
+			c.Spec.Versions[0].Schema.OpenAPIV3Schema.Type = ""
+			v2 := *c.Spec.Versions[0].DeepCopy()
+			v2.Name, v2.Storage = "v2", false
+			v2.Schema.OpenAPIV3Schema.Description = "other"
+			c.Spec.Versions = append(c.Spec.Versions, v2)
+		}, []string{
+			`spec.versions[0].schema.openAPIV3Schema.type: Required value: must not be empty at the root`,
+			`spec.versions[1].schema.openAPIV3Schema.type: Required value: must not be empty at the root`,
+		}},
 		{"no schema", func(c *apiextv1.CustomResourceDefinition) { c.Spec.Versions[0].Schema = nil }, []string{
-			`spec.versions[0].schema.openAPIV3Schema: Required value: schemas are required`,
+			`spec.versions[0].schema.openAPIV3Schema: Required value`,
 		}},
 		{"printer column", func(c *apiextv1.CustomResourceDefinition) {
 			c.Spec.Versions[0].AdditionalPrinterColumns[0].Type, c.Spec.Versions[0].AdditionalPrinterColumns[0].JSONPath = "text", "spec"

@@ -261,11 +261,8 @@ spec:
 // a later Update through the scale read as kube-apiserver v1.36's.
 func TestApplyScale(t *testing.T) {
 	ns := namespace(t)
-	if r := do(t, "POST", crdsPath, crdOf(t, "scale.example.com", scalableCRD)); r.code != http.StatusCreated {
-		t.Fatalf("create CRD: %d %s", r.code, r.body)
-	}
+	createCRD(t, crdOf(t, "scale.example.com", scalableCRD))
 	t.Cleanup(func() { do(t, "DELETE", crdsPath+"/pools.scale.example.com", nil) })
-	waitEstablished(t, crdsPath+"/pools.scale.example.com")
 
 	podTemplate := `"template":{"metadata":{"labels":{"app":"s"}},"spec":{"containers":[{"name":"c","image":"nginx"}]}}`
 	cases := []struct {

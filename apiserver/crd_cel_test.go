@@ -234,11 +234,8 @@ func TestCRDValidationRuleLibraries(t *testing.T) {
 		t.Fatalf("CRD with a messageExpression too expensive: %d %s\nwant %s", r.code, r.body, want)
 	}
 
-	if r := do(t, "POST", crdsPath, crd); r.code != http.StatusCreated {
-		t.Fatalf("create CRD: %d %s", r.code, r.body)
-	}
+	createCRD(t, crd)
 	t.Cleanup(func() { do(t, "DELETE", crdsPath+"/libs.libs.example.com", nil) })
-	waitEstablished(t, crdsPath+"/libs.libs.example.com")
 
 	base := "/apis/libs.example.com/v1/namespaces/" + ns + "/libs"
 	lib := func(name, endpoint, address, network, dnsName, version string) map[string]any {
@@ -299,12 +296,8 @@ func TestCRDValidationRatcheting(t *testing.T) {
 	crd := crdOf(t, "ratchet.example.com", libsCRD)
 	spec := get(crd, "spec", "versions", 0, "schema", "openAPIV3Schema", "properties", "spec").(map[string]any)
 	spec["properties"].(map[string]any)["tight"] = map[string]any{"type": "string", "maxLength": 30}
-	r := do(t, "POST", crdsPath, crd)
-	if r.code != http.StatusCreated {
-		t.Fatalf("create CRD: %d %s", r.code, r.body)
-	}
+	createCRD(t, crd)
 	t.Cleanup(func() { do(t, "DELETE", crdsPath+"/libs.ratchet.example.com", nil) })
-	waitEstablished(t, crdsPath+"/libs.ratchet.example.com")
 	base := "/apis/ratchet.example.com/v1/namespaces/" + ns + "/libs"
 	obj := map[string]any{"apiVersion": "ratchet.example.com/v1", "kind": "Lib", "metadata": map[string]any{"name": "r1"},
 		"spec": map[string]any{"endpoint": "https://example.com", "address": "10.1.2.3", "network": "10.0.0.0/8", "name": "ok", "version": "2", "tight": "abcdefghij", "replicas": 1}}

@@ -600,11 +600,8 @@ func TestWatch(t *testing.T) {
 // message kube-apiserver v1.36 gives without its CBOR feature gates; nothing is written.
 func TestUnsupportedMediaTypes(t *testing.T) {
 	ns := namespace(t)
-	if r := do(t, "POST", crdsPath, crdOf(t, "media.example.com", scalableCRD)); r.code != http.StatusCreated {
-		t.Fatalf("create CRD: %d %s", r.code, r.body)
-	}
+	createCRD(t, crdOf(t, "media.example.com", scalableCRD))
 	t.Cleanup(func() { do(t, "DELETE", crdsPath+"/pools.media.example.com", nil) })
-	waitEstablished(t, crdsPath+"/pools.media.example.com")
 	cms := "/api/v1/namespaces/" + ns + "/configmaps"
 	pools := "/apis/media.example.com/v1/namespaces/" + ns + "/pools"
 	if r := do(t, "POST", cms, `{"metadata":{"name":"x"}}`); r.code != http.StatusCreated {

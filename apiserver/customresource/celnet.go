@@ -2,7 +2,6 @@ package customresource
 
 import (
 	"fmt"
-	"math"
 	"net/netip"
 	"net/url"
 	"reflect"
@@ -118,81 +117,66 @@ var (
 	cidrType = cel.OpaqueType("net.CIDR")
 )
 
-type ipValue struct{ addr netip.Addr }
+// netValue is a value of Kubernetes' opaque net types: an IP address (ipValue) or a CIDR
+// (cidrValue).
+type netValue[T interface {
+	comparable
+	String() string
+}] struct {
+	v   T
+	typ *cel.Type
+	// name is the type's name in conversion errors ("IP", "CIDR"); size is its length in
+	// bytes as Kubernetes counts it (the address's, or the prefix's), for costs.
+	name string
+	size int
+}
 
-func (v ipValue) ConvertToNative(t reflect.Type) (any, error) {
+type (
+	ipValue   = netValue[netip.Addr]
+	cidrValue = netValue[netip.Prefix]
+)
+
+func newIP(a netip.Addr) ipValue {
+	return ipValue{v: a, typ: ipType, name: "IP", size: (a.BitLen() + 7) / 8}
+}
+
+func newCIDR(p netip.Prefix) cidrValue {
+	return cidrValue{v: p, typ: cidrType, name: "CIDR", size: (p.Bits() + 7) / 8}
+}
+
+func (n netValue[T]) ConvertToNative(t reflect.Type) (any, error) {
 	switch {
-	case reflect.TypeOf(v.addr).AssignableTo(t):
-		return v.addr, nil
+	case reflect.TypeOf(n.v).AssignableTo(t):
+		return n.v, nil
 	case reflect.TypeOf("").AssignableTo(t):
-		return v.addr.String(), nil
+		return n.v.String(), nil
 	}
-	return nil, fmt.Errorf("type conversion error from 'IP' to '%v'", t)
+	return nil, fmt.Errorf("type conversion error from '%s' to '%v'", n.name, t)
 }
 
-func (v ipValue) ConvertToType(t ref.Type) ref.Val {
+func (n netValue[T]) ConvertToType(t ref.Type) ref.Val {
 	switch t {
-	case ipType:
-		return v
+	case n.typ:
+		return n
 	case types.TypeType:
-		return ipType
+		return n.typ
 	case types.StringType:
-		return types.String(v.addr.String())
+		return types.String(n.v.String())
 	}
-	return types.NewErr("type conversion error from '%s' to '%s'", ipType, t)
+	return types.NewErr("type conversion error from '%s' to '%s'", n.typ, t)
 }
 
-func (v ipValue) Equal(other ref.Val) ref.Val {
-	o, ok := other.(ipValue)
+func (n netValue[T]) Equal(other ref.Val) ref.Val {
+	o, ok := other.(netValue[T])
 	if !ok {
 		return types.ValOrErr(other, "no such overload")
 	}
-	return types.Bool(v.addr == o.addr)
+	return types.Bool(n.v == o.v)
 }
 
-func (v ipValue) Type() ref.Type { return ipType }
-func (v ipValue) Value() any     { return v.addr }
-
-// Size is the address's length in bytes, what the cost of comparing it depends on.
-func (v ipValue) Size() ref.Val { return types.Int(math.Ceil(float64(v.addr.BitLen()) / 8)) }
-
-type cidrValue struct{ prefix netip.Prefix }
-
-func (v cidrValue) ConvertToNative(t reflect.Type) (any, error) {
-	switch {
-	case reflect.TypeOf(v.prefix).AssignableTo(t):
-		return v.prefix, nil
-	case reflect.TypeOf("").AssignableTo(t):
-		return v.prefix.String(), nil
-	}
-	return nil, fmt.Errorf("type conversion error from 'CIDR' to '%v'", t)
-}
-
-func (v cidrValue) ConvertToType(t ref.Type) ref.Val {
-	switch t {
-	case cidrType:
-		return v
-	case types.TypeType:
-		return cidrType
-	case types.StringType:
-		return types.String(v.prefix.String())
-	}
-	return types.NewErr("type conversion error from '%s' to '%s'", cidrType, t)
-}
-
-func (v cidrValue) Equal(other ref.Val) ref.Val {
-	o, ok := other.(cidrValue)
-	if !ok {
-		return types.ValOrErr(other, "no such overload")
-	}
-	return types.Bool(v.prefix == o.prefix)
-}
-
-func (v cidrValue) Type() ref.Type { return cidrType }
-func (v cidrValue) Value() any     { return v.prefix }
-
-// Size is, as Kubernetes counts it, the prefix length in bytes.
-func (v cidrValue) Size() ref.Val { return types.Int(math.Ceil(float64(v.prefix.Bits()) / 8)) }
+func (n netValue[T]) Type() ref.Type { return n.typ }
+func (n netValue[T]) Value() any     { return n.v }
+func (n netValue[T]) Size() ref.Val  { return types.Int(n.size) }
 
 // parseIP reads an address as Kubernetes' IP library does: no zone, no IPv4-mapped IPv6.
 func parseIP(s string) (netip.Addr, error) {
@@ -222,48 +206,38 @@ func parseCIDR(s string) (netip.Prefix, error) {
 	return p, nil
 }
 
-func stringToIP(v ref.Val) ref.Val {
-	s, ok := v.(types.String)
-	if !ok {
-		return types.MaybeNoSuchOverloadErr(v)
-	}
-	addr, err := parseIP(string(s))
-	if err != nil {
-		return types.NewErr("%v", err)
-	}
-	return ipValue{addr}
-}
-
-func stringToCIDR(v ref.Val) ref.Val {
-	s, ok := v.(types.String)
-	if !ok {
-		return types.MaybeNoSuchOverloadErr(v)
-	}
-	p, err := parseCIDR(string(s))
-	if err != nil {
-		return types.NewErr("network address parse error during conversion from string: %v", err)
-	}
-	return cidrValue{p}
-}
-
-// ipOf and cidrOf bind a function of an IP or a CIDR value.
-func ipOf(f func(netip.Addr) ref.Val) cel.OverloadOpt {
-	return cel.UnaryBinding(func(v ref.Val) ref.Val {
-		ip, ok := v.(ipValue)
+// stringTo converts a string argument to a value with parse, and reports a parse error
+// after errPrefix.
+func stringTo[T any](parse func(string) (T, error), wrap func(T) ref.Val, errPrefix string) func(ref.Val) ref.Val {
+	return func(v ref.Val) ref.Val {
+		s, ok := v.(types.String)
 		if !ok {
 			return types.MaybeNoSuchOverloadErr(v)
 		}
-		return f(ip.addr)
-	})
+		x, err := parse(string(s))
+		if err != nil {
+			return types.NewErr("%s%v", errPrefix, err)
+		}
+		return wrap(x)
+	}
 }
 
-func cidrOf(f func(netip.Prefix) ref.Val) cel.OverloadOpt {
+var (
+	stringToIP   = stringTo(parseIP, func(a netip.Addr) ref.Val { return newIP(a) }, "")
+	stringToCIDR = stringTo(parseCIDR, func(p netip.Prefix) ref.Val { return newCIDR(p) }, "network address parse error during conversion from string: ")
+)
+
+// netOf binds a function of an IP's address or a CIDR's prefix.
+func netOf[T interface {
+	comparable
+	String() string
+}](f func(T) ref.Val) cel.OverloadOpt {
 	return cel.UnaryBinding(func(v ref.Val) ref.Val {
-		c, ok := v.(cidrValue)
+		n, ok := v.(netValue[T])
 		if !ok {
 			return types.MaybeNoSuchOverloadErr(v)
 		}
-		return f(c.prefix)
+		return f(n.v)
 	})
 }
 
@@ -286,7 +260,7 @@ func (kubeIP) LibraryName() string { return "kplane.net.ip" }
 func (kubeIP) CompileOptions() []cel.EnvOption {
 	ip1 := []*cel.Type{ipType}
 	is := func(name, overload string, f func(netip.Addr) bool) cel.EnvOption {
-		return cel.Function(name, cel.MemberOverload(overload, ip1, cel.BoolType, ipOf(func(a netip.Addr) ref.Val { return types.Bool(f(a)) })))
+		return cel.Function(name, cel.MemberOverload(overload, ip1, cel.BoolType, netOf(func(a netip.Addr) ref.Val { return types.Bool(f(a)) })))
 	}
 	return []cel.EnvOption{
 		cel.Types(ipType),
@@ -304,8 +278,8 @@ func (kubeIP) CompileOptions() []cel.EnvOption {
 			}
 			return types.Bool(addr.String() == string(s))
 		}))),
-		cel.Function("string", cel.Overload("ip_to_string", ip1, cel.StringType, ipOf(func(a netip.Addr) ref.Val { return types.String(a.String()) }))),
-		cel.Function("family", cel.MemberOverload("ip_family", ip1, cel.IntType, ipOf(func(a netip.Addr) ref.Val {
+		cel.Function("string", cel.Overload("ip_to_string", ip1, cel.StringType, netOf(func(a netip.Addr) ref.Val { return types.String(a.String()) }))),
+		cel.Function("family", cel.MemberOverload("ip_family", ip1, cel.IntType, netOf(func(a netip.Addr) ref.Val {
 			switch {
 			case a.Is4():
 				return types.Int(4)
@@ -342,7 +316,7 @@ func (kubeCIDR) CompileOptions() []cel.EnvOption {
 		if !ok {
 			return types.MaybeNoSuchOverloadErr(c)
 		}
-		return types.Bool(cv.prefix.Contains(iv.addr))
+		return types.Bool(cv.v.Contains(iv.v))
 	}
 	containsCIDR := func(c, other ref.Val) ref.Val {
 		cv, ok := c.(cidrValue)
@@ -353,14 +327,14 @@ func (kubeCIDR) CompileOptions() []cel.EnvOption {
 		if !ok {
 			return types.MaybeNoSuchOverloadErr(other)
 		}
-		return types.Bool(cv.prefix.Overlaps(ov.prefix) && cv.prefix.Bits() <= ov.prefix.Bits())
+		return types.Bool(cv.v.Overlaps(ov.v) && cv.v.Bits() <= ov.v.Bits())
 	}
 	return []cel.EnvOption{
 		cel.Types(cidrType),
 		cel.Function("cidr", cel.Overload("string_to_cidr", []*cel.Type{cel.StringType}, cidrType, cel.UnaryBinding(stringToCIDR))),
 		cel.Function("isCIDR", cel.Overload("is_cidr", []*cel.Type{cel.StringType}, cel.BoolType,
 			stringPredicate(func(s string) error { _, err := parseCIDR(s); return err }))),
-		cel.Function("string", cel.Overload("cidr_to_string", c1, cel.StringType, cidrOf(func(p netip.Prefix) ref.Val { return types.String(p.String()) }))),
+		cel.Function("string", cel.Overload("cidr_to_string", c1, cel.StringType, netOf(func(p netip.Prefix) ref.Val { return types.String(p.String()) }))),
 		cel.Function("containsIP",
 			cel.MemberOverload("cidr_contains_ip_string", []*cel.Type{cidrType, cel.StringType}, cel.BoolType,
 				cel.BinaryBinding(func(c, s ref.Val) ref.Val { return containsIP(c, stringToIP(s)) })),
@@ -369,9 +343,9 @@ func (kubeCIDR) CompileOptions() []cel.EnvOption {
 			cel.MemberOverload("cidr_contains_cidr_string", []*cel.Type{cidrType, cel.StringType}, cel.BoolType,
 				cel.BinaryBinding(func(c, s ref.Val) ref.Val { return containsCIDR(c, stringToCIDR(s)) })),
 			cel.MemberOverload("cidr_contains_cidr", []*cel.Type{cidrType, cidrType}, cel.BoolType, cel.BinaryBinding(containsCIDR))),
-		cel.Function("ip", cel.MemberOverload("cidr_ip", c1, ipType, cidrOf(func(p netip.Prefix) ref.Val { return ipValue{p.Addr()} }))),
-		cel.Function("prefixLength", cel.MemberOverload("cidr_prefix_length", c1, cel.IntType, cidrOf(func(p netip.Prefix) ref.Val { return types.Int(p.Bits()) }))),
-		cel.Function("masked", cel.MemberOverload("cidr_masked", c1, cidrType, cidrOf(func(p netip.Prefix) ref.Val { return cidrValue{p.Masked()} }))),
+		cel.Function("ip", cel.MemberOverload("cidr_ip", c1, ipType, netOf(func(p netip.Prefix) ref.Val { return newIP(p.Addr()) }))),
+		cel.Function("prefixLength", cel.MemberOverload("cidr_prefix_length", c1, cel.IntType, netOf(func(p netip.Prefix) ref.Val { return types.Int(p.Bits()) }))),
+		cel.Function("masked", cel.MemberOverload("cidr_masked", c1, cidrType, netOf(func(p netip.Prefix) ref.Val { return newCIDR(p.Masked()) }))),
 	}
 }
 

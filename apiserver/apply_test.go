@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -221,5 +224,183 @@ func TestUpdateManagersAreCapped(t *testing.T) {
 	got := managers(t, r.object(t))
 	if len(got) != 10 || !strings.Contains(strings.Join(got, " "), "ancient-changes") || !strings.Contains(strings.Join(got, " "), "m13/Update/") {
 		t.Fatalf("managers = %v", got)
+	}
+}
+
+// scalableCRD is a CRD whose custom resources have a scale subresource at .spec.size.
+const scalableCRD = `
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: pools.{{g}}}
+spec:
+  group: {{g}}
+  scope: Namespaced
+  names: {plural: pools, singular: pool, kind: Pool, listKind: PoolList}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      scale: {specReplicasPath: .spec.size, statusReplicasPath: .status.size}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer}
+          status:
+            type: object
+            properties:
+              size: {type: integer}
+`
+
+// Server-side apply of a Scale to the scale subresource of every scalable kind: the parent's
+// replicas change, the applier owns them under subresource "scale", and conflicts, force and
+// a later Update through the scale read as kube-apiserver v1.36's.
+func TestApplyScale(t *testing.T) {
+	ns := namespace(t)
+	createCRD(t, crdOf(t, "scale.example.com", scalableCRD))
+	t.Cleanup(func() { do(t, "DELETE", crdsPath+"/pools.scale.example.com", nil) })
+
+	podTemplate := `"template":{"metadata":{"labels":{"app":"s"}},"spec":{"containers":[{"name":"c","image":"nginx"}]}}`
+	cases := []struct {
+		kind, path, apiVersion, body string
+	}{
+		{kind: "Deployment", path: "/apis/apps/v1/namespaces/" + ns + "/deployments", apiVersion: "apps/v1",
+			body: `"spec":{"replicas":1,"selector":{"matchLabels":{"app":"s"}},` + podTemplate + `}`},
+		{kind: "ReplicaSet", path: "/apis/apps/v1/namespaces/" + ns + "/replicasets", apiVersion: "apps/v1",
+			body: `"spec":{"replicas":1,"selector":{"matchLabels":{"app":"s"}},` + podTemplate + `}`},
+		{kind: "StatefulSet", path: "/apis/apps/v1/namespaces/" + ns + "/statefulsets", apiVersion: "apps/v1",
+			body: `"spec":{"replicas":1,"serviceName":"s","selector":{"matchLabels":{"app":"s"}},` + podTemplate + `}`},
+		{kind: "ReplicationController", path: "/api/v1/namespaces/" + ns + "/replicationcontrollers", apiVersion: "v1",
+			body: `"spec":{"replicas":1,"selector":{"app":"s"},` + podTemplate + `}`},
+		{kind: "Pool", path: "/apis/scale.example.com/v1/namespaces/" + ns + "/pools", apiVersion: "scale.example.com/v1",
+			body: `"spec":{"size":1}`},
+	}
+	applyScale := func(path, body string, query ...string) response {
+		q := "?fieldManager=hpa"
+		for _, p := range query {
+			q += "&" + p
+		}
+		return do(t, "PATCH", path+"/scale"+q, body, "Content-Type", applyYAML)
+	}
+	scale := func(replicas int) string {
+		return fmt.Sprintf("apiVersion: autoscaling/v1\nkind: Scale\nmetadata: {name: s}\nspec: {replicas: %d}\n", replicas)
+	}
+	replicasKey := func(kind string) string {
+		if kind == "Pool" {
+			return "f:size"
+		}
+		return "f:replicas"
+	}
+	for _, c := range cases {
+		t.Run(c.kind, func(t *testing.T) {
+			obj := `{"apiVersion":"` + c.apiVersion + `","kind":"` + c.kind + `","metadata":{"name":"s"},` + c.body + `}`
+			if r := do(t, "POST", c.path, obj, "User-Agent", "creator/1"); r.code != http.StatusCreated {
+				t.Fatalf("create: %d %s", r.code, r.body)
+			}
+			path := c.path + "/s"
+			r := applyScale(path, scale(3))
+			if r.code != http.StatusConflict || get(r.object(t), "message") != `Apply failed with 1 conflict: conflict with "creator" using autoscaling/v1: .spec.replicas` {
+				t.Fatalf("apply without force: %d %s", r.code, r.body)
+			}
+
+			r = applyScale(path, scale(3), "force=true")
+			if r.code != http.StatusOK || get(r.object(t), "kind") != "Scale" || get(r.object(t), "spec", "replicas") != 3.0 || get(r.object(t), "metadata", "managedFields") != nil {
+				t.Fatalf("forced apply: %d %s", r.code, r.body)
+			}
+			parent := do(t, "GET", path, nil).object(t)
+			if got := managers(t, parent); strings.Join(got, " ") != "creator/Update/ hpa/Apply/scale" {
+				t.Errorf("managers after apply: %v", got)
+			}
+			if !owns(parent, "hpa", replicasKey(c.kind)) || owns(parent, "creator", replicasKey(c.kind)) {
+				t.Errorf("replicas not transferred to hpa: %s", get(parent, "metadata", "managedFields"))
+			}
+
+			// Applying again, or another value, needs no force now.
+			if r := applyScale(path, scale(4)); r.code != http.StatusOK || get(r.object(t), "spec", "replicas") != 4.0 {
+				t.Fatalf("second apply: %d %s", r.code, r.body)
+			}
+
+			// kubectl scale's merge patch takes the replicas over (an Update never conflicts).
+			r = do(t, "PATCH", path+"/scale", `{"spec":{"replicas":2}}`, "Content-Type", "application/merge-patch+json", "User-Agent", "kubectl/v1.32")
+			if r.code != http.StatusOK || get(r.object(t), "spec", "replicas") != 2.0 {
+				t.Fatalf("merge patch: %d %s", r.code, r.body)
+			}
+			parent = do(t, "GET", path, nil).object(t)
+			if got := managers(t, parent); strings.Join(got, " ") != "creator/Update/ kubectl/Update/scale" {
+				t.Errorf("managers after the merge patch: %v", got)
+			}
+			if r := applyScale(path, scale(5)); r.code != http.StatusConflict ||
+				get(r.object(t), "message") != `Apply failed with 1 conflict: conflict with "kubectl" with subresource "scale" using autoscaling/v1: .spec.replicas` {
+				t.Errorf("apply against the scaler: %d %s", r.code, r.body)
+			}
+		})
+	}
+
+	base := "/apis/apps/v1/namespaces/" + ns + "/deployments"
+	bad := []struct {
+		name, path, body string
+		code             int
+		message          string
+	}{
+		{name: "another kind", path: base + "/s", body: "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: s}\nspec: {replicas: 3}\n",
+			code: http.StatusBadRequest, message: "invalid object type: apps/v1, Kind=Deployment"},
+		{name: "negative replicas", path: base + "/s", body: scale(-1), code: http.StatusUnprocessableEntity,
+			message: `Scale.autoscaling "s" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0`},
+		{name: "no such object", path: base + "/nope", body: scale(1), code: http.StatusNotFound, message: `deployments.apps "nope" not found`},
+	}
+	for _, c := range bad {
+		t.Run(c.name, func(t *testing.T) {
+			r := applyScale(c.path, c.body, "force=true")
+			if r.code != c.code || get(r.object(t), "message") != c.message {
+				t.Errorf("got %d %s, want %d %q", r.code, r.body, c.code, c.message)
+			}
+		})
+	}
+}
+
+// kubectl v1.32 against a Deployment whose replicas were applied through its scale
+// subresource: `kubectl scale` takes them over, and `kubectl apply --server-side
+// --subresource=scale` (which sends the Deployment itself) is refused as kube-apiserver v1.36
+// refuses it.
+func TestKubectlScaleAfterScaleApply(t *testing.T) {
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl not installed")
+	}
+	ns := namespace(t)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, server.Kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(stdin string, args ...string) (string, error) {
+		cmd := exec.Command(kubectl, append([]string{"--kubeconfig", kubeconfig, "--cache-dir", t.TempDir(), "-n", ns}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		return strings.TrimSpace(string(out)), err
+	}
+	base := "/apis/apps/v1/namespaces/" + ns + "/deployments"
+	if r := do(t, "PATCH", base+"/web?fieldManager=alice", webDeployment(1, "nginx:1"), "Content-Type", applyYAML); r.code != http.StatusCreated {
+		t.Fatalf("apply: %d %s", r.code, r.body)
+	}
+	if r := do(t, "PATCH", base+"/web/scale?fieldManager=hpa&force=true", "apiVersion: autoscaling/v1\nkind: Scale\nmetadata: {name: web}\nspec: {replicas: 3}\n", "Content-Type", applyYAML); r.code != http.StatusOK {
+		t.Fatalf("apply to scale: %d %s", r.code, r.body)
+	}
+
+	if out, err := run("", "scale", "deployment", "web", "--replicas=4"); err != nil || out != "deployment.apps/web scaled" {
+		t.Fatalf("kubectl scale: %v: %s", err, out)
+	}
+	obj := do(t, "GET", base+"/web", nil).object(t)
+	if get(obj, "spec", "replicas") != 4.0 || !owns(obj, "kubectl", "f:replicas") || owns(obj, "hpa", "f:replicas") {
+		t.Fatalf("after kubectl scale: replicas %v, managedFields %s", get(obj, "spec", "replicas"), get(obj, "metadata", "managedFields"))
+	}
+
+	out, err := run("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 6}\n",
+		"apply", "--server-side", "--subresource=scale", "--field-manager=hpa", "--force-conflicts", "-f", "-")
+	if err == nil || out != "Error from server (BadRequest): invalid object type: apps/v1, Kind=Deployment" {
+		t.Fatalf("kubectl apply --subresource=scale: %v: %s", err, out)
 	}
 }

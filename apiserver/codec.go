@@ -2,10 +2,12 @@ package apiserver
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/kplane/kplane/apiserver/registry"
@@ -144,8 +146,7 @@ func decodeObject(w http.ResponseWriter, data []byte, contentType string, fv fie
 	case mimeProtobuf:
 		dec = protobufSerializer
 	default:
-		return apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "", schema.GroupResource{}, "",
-			fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %s, %s, %s", mimeJSON, mimeYAML, mimeProtobuf), 0, false)
+		return unsupportedMediaType(mimeJSON, mimeYAML, mimeProtobuf)
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return apierrors.NewBadRequest("the request body is empty")
@@ -181,8 +182,7 @@ func decodeBody(w http.ResponseWriter, res *resource, data []byte, contentType s
 		return decodeObject(w, data, contentType, fv, res.info.GVK(), into)
 	}
 	if contentType == mimeProtobuf {
-		return apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "", schema.GroupResource{}, "",
-			fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %s, %s", mimeJSON, mimeYAML), 0, false)
+		return unsupportedMediaType(mimeJSON, mimeYAML)
 	}
 	if err := decodeObject(w, data, contentType, fv, res.info.GVK(), into); err != nil {
 		return err
@@ -205,8 +205,40 @@ func decodeBody(w http.ResponseWriter, res *resource, data []byte, contentType s
 	return nil
 }
 
+// unsupportedMediaType is kube-apiserver's 415 for a body in a media type the endpoint does
+// not decode (CBOR among them: v1.36 takes it only behind its CBOR feature gates).
+func unsupportedMediaType(accepted ...string) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure,
+		Code: http.StatusUnsupportedMediaType, Reason: metav1.StatusReasonUnsupportedMediaType,
+		Message: "the body of the request was in an unknown format - accepted media types include: " + strings.Join(accepted, ", ")}}
+}
+
 func addWarning(w http.ResponseWriter, msg string) {
-	w.Header().Add("Warning", fmt.Sprintf("299 - %q", msg))
+	addWarningTo(w.Header(), msg)
+}
+
+// addWarningTo adds msg to a response's headers once: a write retried on a conflict finds
+// the same warnings again.
+func addWarningTo(h http.Header, msg string) {
+	v := fmt.Sprintf("299 - %q", msg)
+	if !slices.Contains(h.Values("Warning"), v) {
+		h.Add("Warning", v)
+	}
+}
+
+// warningsKey holds, in a request's context, the headers of its response, so that what
+// validates a write deep in storage's update loop can add warnings to it.
+type warningsKey struct{}
+
+func withWarnings(r *http.Request, w http.ResponseWriter) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), warningsKey{}, w.Header()))
+}
+
+// warnContext adds msg to the warnings of the response of ctx's request, if it has one.
+func warnContext(ctx context.Context, msg string) {
+	if h, ok := ctx.Value(warningsKey{}).(http.Header); ok {
+		addWarningTo(h, msg)
+	}
 }
 
 // output is the response form a client asked for in its Accept header.

@@ -323,7 +323,7 @@ spec:
   scope: Namespaced
   names: {plural: things, kind: Thing}
   versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, properties: {spec: {properties: {a: {type: string}}}}}}}]
-`, []string{`"field":"spec.versions[0].schema.openAPIV3Schema.properties[spec].type"`, `must not be empty for specified object fields`}},
+`, []string{`"field":"spec.validation.openAPIV3Schema.properties[spec].type"`, `must not be empty for specified object fields`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := do(t, "POST", crdsPath, crdOf(t, "", tc.crd))

@@ -78,8 +78,7 @@ var evictionCodecs = func() map[string][2]runtime.Decoder {
 func decodeEviction(w http.ResponseWriter, data []byte, contentType string, fv fieldValidation) (*policyv1.Eviction, error) {
 	decs, ok := evictionCodecs[contentType]
 	if !ok {
-		return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "", schema.GroupResource{}, "",
-			fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %s, %s, %s", mimeJSON, mimeYAML, mimeProtobuf), 0, false)
+		return nil, unsupportedMediaType(mimeJSON, mimeYAML, mimeProtobuf)
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, apierrors.NewBadRequest("the request body is empty")

@@ -10,6 +10,7 @@ import (
 	"github.com/kplane/kplane/apiserver/fieldmanager"
 	"github.com/kplane/kplane/scheme"
 	"github.com/kplane/kplane/storage"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
@@ -83,9 +84,6 @@ func fieldManagersOf(res *resource, types managedfields.TypeConverter) map[strin
 		endpoints[""] = []string{"status"}
 		endpoints["status"] = []string{"spec"}
 	}
-	if info.Scale {
-		endpoints["scale"] = nil
-	}
 	if info.Resource == "namespaces" && info.GroupVersion.Group == "" {
 		endpoints["finalize"] = nil
 	}
@@ -99,7 +97,27 @@ func fieldManagersOf(res *resource, types managedfields.TypeConverter) map[strin
 		}
 		out[sub] = m
 	}
+	if info.Scale {
+		m, err := scaleFieldManager()
+		if err != nil {
+			slog.Error("field manager", "resource", info.GroupResource(), "subresource", "scale", "err", err)
+			return nil
+		}
+		out["scale"] = m
+	}
 	return out
+}
+
+// scaleFieldManager is the field manager of scale subresources: writes there are of
+// autoscaling/v1 Scales, whose managedFields serveScale translates from and to the parent's,
+// as Kubernetes does.
+func scaleFieldManager() (*fieldmanager.Manager, error) {
+	types, err := builtinTypes()
+	if err != nil {
+		return nil, err
+	}
+	return fieldmanager.New(types, fieldmanager.Options{
+		Kind: scaleGVK, New: func() runtime.Object { return &autoscalingv1.Scale{} }, Subresource: "scale"})
 }
 
 // recordUpdate records a non-apply write of obj (cur is the stored object, nil on create).

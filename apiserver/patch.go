@@ -9,6 +9,7 @@ import (
 	"github.com/kplane/kplane/storage"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
@@ -58,29 +59,52 @@ func patchFor(r *http.Request, patch []byte) (patchApplier, error) {
 			}
 			return out, nil
 		}, nil
-	case types.ApplyYAMLPatchType, types.ApplyCBORPatchType:
+	case types.ApplyYAMLPatchType:
 		// Apply patches are merged by the field manager (applyPatch), except where an
 		// endpoint has none.
 		return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", schema.GroupResource{}, "",
 			"server-side apply is not supported at this endpoint", 0, false)
 	default:
-		return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", schema.GroupResource{}, "",
-			fmt.Sprintf("unsupported patch type %q: use application/json-patch+json, application/merge-patch+json or application/strategic-merge-patch+json", mediaType(r)), 0, false)
+		// checkPatchType has refused the other types.
+		return nil, errUnsupportedPatch
 	}
+}
+
+// errUnsupportedPatch is kube-apiserver's answer to a PATCH of a built-in resource in a
+// media type that is not one of its patch types: its router refuses it with a bare 415, as
+// it does CBOR apply patches while the CBOR feature gates are off.
+var errUnsupportedPatch = &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure,
+	Code: http.StatusUnsupportedMediaType, Reason: metav1.StatusReasonUnsupportedMediaType,
+	Message: "415: Unsupported Media Type", Details: &metav1.StatusDetails{}}}
+
+// checkPatchType refuses a PATCH of res whose media type is not a patch type res takes:
+// custom resources take no strategic merge patch, and no resource takes CBOR.
+func checkPatchType(res *resource, r *http.Request) error {
+	switch types.PatchType(mediaType(r)) {
+	case types.JSONPatchType, types.MergePatchType, types.ApplyYAMLPatchType:
+		return nil
+	case types.StrategicMergePatchType:
+		if res.custom == nil {
+			return nil
+		}
+	}
+	if res.custom != nil {
+		return unsupportedMediaType(string(types.JSONPatchType), string(types.MergePatchType), string(types.ApplyYAMLPatchType))
+	}
+	return errUnsupportedPatch
 }
 
 // patch applies a patch to the stored object. Races with other writers are retried with the
 // patch applied to the newer state; only a resourceVersion inside the patch makes them conflicts.
 func (s *Server) patch(w http.ResponseWriter, r *http.Request, req request) {
 	res := req.res
-	wr, err := parseWrite(r)
-	if err != nil {
+	if err := checkPatchType(res, r); err != nil {
 		writeError(w, err)
 		return
 	}
-	if res.custom != nil && types.PatchType(mediaType(r)) == types.StrategicMergePatchType {
-		writeError(w, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", schema.GroupResource{}, "",
-			"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json", 0, false))
+	wr, err := parseWrite(r)
+	if err != nil {
+		writeError(w, err)
 		return
 	}
 	if isApply(r) && res.fields[req.subresource] != nil {
@@ -121,17 +145,9 @@ func patchObject(w http.ResponseWriter, res *resource, cur storage.Object, apply
 func (s *Server) applyPatch(w http.ResponseWriter, r *http.Request, req request, wr writeRequest) {
 	ctx := r.Context()
 	m := req.res.fields[req.subresource]
-	force := false
-	if f := r.URL.Query().Get("force"); f != "" {
-		var err error
-		if force, err = strconv.ParseBool(f); err != nil {
-			writeError(w, apierrors.NewBadRequest(fmt.Sprintf("invalid force %q: %v", f, err)))
-			return
-		}
-	}
-	if mediaType(r) == string(types.ApplyCBORPatchType) {
-		writeError(w, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", schema.GroupResource{}, "",
-			"apply patches in CBOR are not supported; send application/apply-patch+yaml", 0, false))
+	force, err := applyForce(r)
+	if err != nil {
+		writeError(w, err)
 		return
 	}
 	req.writer.applied = true
@@ -176,4 +192,17 @@ func (s *Server) applyPatch(w http.ResponseWriter, r *http.Request, req request,
 		writeResult(w, r, http.StatusCreated, created)
 		return
 	}
+}
+
+// applyForce reads an apply request's force parameter.
+func applyForce(r *http.Request) (bool, error) {
+	f := r.URL.Query().Get("force")
+	if f == "" {
+		return false, nil
+	}
+	force, err := strconv.ParseBool(f)
+	if err != nil {
+		return false, apierrors.NewBadRequest(fmt.Sprintf("invalid force %q: %v", f, err))
+	}
+	return force, nil
 }

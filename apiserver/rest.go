@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kplane/kplane/apiserver/registry"
 	"github.com/kplane/kplane/storage"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -416,7 +417,15 @@ func (s *Server) updateFunc(ctx context.Context, req request, newObj func(cur st
 			res.strategy.PrepareUpdate(obj, cur, req.subresource)
 		}
 		errs := res.strategy.AllocateFor(ctx, res.store, obj, cur)
-		errs = append(errs, res.strategy.ValidateObject(obj, cur)...)
+		if rw, ok := res.strategy.(registry.RatchetingValidator); ok {
+			verrs, warnings := rw.ValidateUpdateWithWarnings(obj, cur)
+			errs = append(errs, verrs...)
+			for _, w := range warnings {
+				warnContext(ctx, w)
+			}
+		} else {
+			errs = append(errs, res.strategy.ValidateObject(obj, cur)...)
+		}
 		if req.subresource != "" {
 			errs = append(errs, res.strategy.ValidateSubresourceWrite(obj, cur, req.subresource)...)
 		}

@@ -595,3 +595,52 @@ func TestWatch(t *testing.T) {
 		t.Fatalf("synthetic ADDED events: %v", got)
 	}
 }
+
+// Bodies in CBOR (and other media types no endpoint takes) are refused with 415 and the
+// message kube-apiserver v1.36 gives without its CBOR feature gates; nothing is written.
+func TestUnsupportedMediaTypes(t *testing.T) {
+	ns := namespace(t)
+	createCRD(t, crdOf(t, "media.example.com", scalableCRD))
+	t.Cleanup(func() { do(t, "DELETE", crdsPath+"/pools.media.example.com", nil) })
+	cms := "/api/v1/namespaces/" + ns + "/configmaps"
+	pools := "/apis/media.example.com/v1/namespaces/" + ns + "/pools"
+	if r := do(t, "POST", cms, `{"metadata":{"name":"x"}}`); r.code != http.StatusCreated {
+		t.Fatalf("create configmap: %d %s", r.code, r.body)
+	}
+	if r := do(t, "POST", pools, `{"apiVersion":"media.example.com/v1","kind":"Pool","metadata":{"name":"p"},"spec":{"size":1}}`); r.code != http.StatusCreated {
+		t.Fatalf("create pool: %d %s", r.code, r.body)
+	}
+	const (
+		bodyTypes    = "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+		customPatch  = "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+		builtinPatch = "415: Unsupported Media Type"
+	)
+	cases := []struct {
+		method, path, contentType, message string
+	}{
+		{"POST", cms, "application/cbor", bodyTypes},
+		{"PUT", cms + "/x", "application/cbor", bodyTypes},
+		{"POST", cms, "text/plain", bodyTypes},
+		{"PATCH", cms + "/x?fieldManager=a", "application/apply-patch+cbor", builtinPatch},
+		{"PATCH", cms + "/x", "application/cbor", builtinPatch},
+		{"PATCH", cms + "/x", "application/foo", builtinPatch},
+		{"POST", pools, "application/cbor", bodyTypes},
+		{"PATCH", pools + "/p?fieldManager=a", "application/apply-patch+cbor", customPatch},
+		{"PATCH", pools + "/p", "application/strategic-merge-patch+json", customPatch},
+		{"PATCH", pools + "/p", "application/foo", customPatch},
+		{"PATCH", pools + "/p/scale?fieldManager=a", "application/apply-patch+cbor", customPatch},
+		{"PUT", pools + "/p/scale", "application/cbor", bodyTypes},
+	}
+	for _, c := range cases {
+		t.Run(c.method+" "+c.path+" "+c.contentType, func(t *testing.T) {
+			r := do(t, c.method, c.path, []byte{0xa0}, "Content-Type", c.contentType)
+			if r.code != http.StatusUnsupportedMediaType {
+				t.Fatalf("%d %s", r.code, r.body)
+			}
+			st := r.object(t)
+			if get(st, "reason") != "UnsupportedMediaType" || get(st, "message") != c.message {
+				t.Errorf("status %s, want message %q", r.body, c.message)
+			}
+		})
+	}
+}

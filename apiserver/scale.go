@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/kplane/kplane/apiserver/fieldmanager"
 	"github.com/kplane/kplane/storage"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -114,8 +116,20 @@ func setReplicas(obj storage.Object, replicas int32) (storage.Object, error) {
 	return out, nil
 }
 
-// serveScale serves the scale subresource: reads render the parent as a Scale; writes change
-// only the parent's spec.replicas.
+// replicasPaths says where each version of res's kind keeps its spec replicas, for the
+// managedFields of scale writes: every built-in scalable kind at spec.replicas of its one
+// served version, a custom resource at each of its CRD's versions' specReplicasPath.
+func replicasPaths(res *resource) fieldmanager.ReplicasPaths {
+	if res.custom != nil {
+		return res.custom.ScaleSpec().ReplicasPaths
+	}
+	return fieldmanager.ReplicasPaths{res.info.GroupVersion.String(): {"spec", "replicas"}}
+}
+
+// serveScale serves the scale subresource: reads render the parent as a Scale; writes (PUT,
+// patches, server-side apply) change only the parent's spec replicas. As in Kubernetes, a
+// write works on a Scale whose managedFields are the parent's owners of spec replicas, and
+// its result's managedFields go back to the parent, recorded under subresource "scale".
 func (s *Server) serveScale(w http.ResponseWriter, r *http.Request, req request) {
 	res := req.res
 	if r.Method == http.MethodGet {
@@ -134,34 +148,52 @@ func (s *Server) serveScale(w http.ResponseWriter, r *http.Request, req request)
 		writeError(w, apierrors.NewMethodNotSupported(res.info.GroupResource(), r.Method))
 		return
 	}
+	if r.Method == http.MethodPatch {
+		if err := checkPatchType(res, r); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
 	wr, err := parseWrite(r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	var apply patchApplier
-	if r.Method == http.MethodPatch {
-		if apply, err = patchFor(r, wr.body); err != nil {
-			writeError(w, err)
-			return
-		}
+	fields := res.fields["scale"]
+	applying := r.Method == http.MethodPatch && isApply(r)
+	var patch patchApplier
+	var force bool
+	switch {
+	case applying && fields == nil:
+		writeError(w, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", schema.GroupResource{}, "",
+			"server-side apply is not supported at this endpoint", 0, false))
+		return
+	case applying:
+		force, err = applyForce(r)
+	case r.Method == http.MethodPatch:
+		patch, err = patchFor(r, wr.body)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if fields != nil {
+		// The Scale's field manager records the write; the parent's must not again.
+		req.writer.applied = true
 	}
 	tryUpdate := s.updateFunc(r.Context(), req, func(cur storage.Object) (storage.Object, error) {
 		cs, err := scaleOfResource(res, cur)
 		if err != nil {
 			return nil, err
 		}
-		want := &autoscalingv1.Scale{}
-		if apply != nil {
-			var buf []byte
-			if buf, err = runtime.Encode(jsonSerializer, cs); err == nil {
-				if buf, err = apply(buf, &autoscalingv1.Scale{}); err == nil {
-					err = decodeObject(w, buf, mimeJSON, wr.fv, scaleGVK, want)
-				}
+		var owners *fieldmanager.ScaleFields
+		if fields != nil {
+			owners = fieldmanager.NewScaleFields(cur.GetManagedFields(), res.info.GroupVersion, replicasPaths(res))
+			if cs.ManagedFields, err = owners.ForScale(); err != nil {
+				return nil, apierrors.NewInternalError(err)
 			}
-		} else {
-			err = decodeObject(w, wr.body, mediaType(r), wr.fv, scaleGVK, want)
 		}
+		want, err := scaleWrite(w, r, req, wr, cs, patch, force)
 		if err != nil {
 			return nil, err
 		}
@@ -178,6 +210,13 @@ func (s *Server) serveScale(w http.ResponseWriter, r *http.Request, req request)
 		if err != nil {
 			return nil, err
 		}
+		if owners != nil {
+			entries, err := owners.ForParent(want.ManagedFields)
+			if err != nil {
+				return nil, apierrors.NewInternalError(err)
+			}
+			next.SetManagedFields(entries)
+		}
 		return next, nil
 	})
 	updated, err := res.store.Update(r.Context(), req.namespace, req.name, tryUpdate, res.claims, wr.dry)
@@ -191,4 +230,43 @@ func (s *Server) serveScale(w http.ResponseWriter, r *http.Request, req request)
 		return
 	}
 	writeResult(w, r, http.StatusOK, sc)
+}
+
+// scaleWrite is the Scale a write asks for, given the current one cs: the body of a PUT, cs
+// patched, or the apply patch merged into cs by the scale field manager. Non-apply writes are
+// recorded as Updates of the request's manager.
+func scaleWrite(w http.ResponseWriter, r *http.Request, req request, wr writeRequest, cs *autoscalingv1.Scale, patch patchApplier, force bool) (*autoscalingv1.Scale, error) {
+	fields := req.res.fields["scale"]
+	if fields != nil && r.Method == http.MethodPatch && isApply(r) {
+		out, err := fields.Apply(cs, wr.body, req.writer.manager, force)
+		if err != nil {
+			return nil, err
+		}
+		want, ok := out.(*autoscalingv1.Scale)
+		if !ok {
+			return nil, apierrors.NewInternalError(fmt.Errorf("apply produced %T", out))
+		}
+		return want, nil
+	}
+	want := &autoscalingv1.Scale{}
+	var err error
+	if patch != nil {
+		var buf []byte
+		if buf, err = runtime.Encode(jsonSerializer, cs); err == nil {
+			if buf, err = patch(buf, &autoscalingv1.Scale{}); err == nil {
+				err = decodeObject(w, buf, mimeJSON, wr.fv, scaleGVK, want)
+			}
+		}
+	} else {
+		err = decodeObject(w, wr.body, mediaType(r), wr.fv, scaleGVK, want)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if fields != nil {
+		if out, ok := fields.Update(cs, want, or(req.writer.manager, internalManager)).(*autoscalingv1.Scale); ok {
+			want = out
+		}
+	}
+	return want, nil
 }

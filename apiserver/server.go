@@ -231,6 +231,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes+1)
+	r = withWarnings(r, w)
 	switch {
 	case path == "" || path == "/":
 		writeJSON(w, http.StatusOK, map[string]any{"paths": s.discoveryDocs().paths})
@@ -265,7 +266,7 @@ type request struct {
 
 // serveAPI routes /api/<version>/... and /apis/<group>/<version>/...
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, group string, parts []string) {
-	r = r.WithContext(withRequestInfo(r.Context(), w, r))
+	r = withDryRun(r)
 	gv := schema.GroupVersion{Group: group, Version: parts[0]}
 	parts = parts[1:]
 	if len(parts) == 0 {

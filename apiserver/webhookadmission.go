@@ -195,17 +195,14 @@ func (s *Server) admitDelete(ctx context.Context, req request, dry bool) error {
 	return s.validateAdmission(ctx, req, admissionv1.Delete, nil, cur, dry)
 }
 
-// warningsKey carries a request's ResponseWriter, for what admission warns about; dryRunKey
-// whether the request is a dry run (update steps learn it so).
-type warningsKey struct{}
+// dryRunKey marks, in a request's context, a dry run (update steps learn it so).
 type dryRunKey struct{}
 
-func withRequestInfo(ctx context.Context, w http.ResponseWriter, r *http.Request) context.Context {
-	ctx = context.WithValue(ctx, warningsKey{}, w)
+func withDryRun(r *http.Request) *http.Request {
 	if _, dry := r.URL.Query()["dryRun"]; dry {
-		ctx = context.WithValue(ctx, dryRunKey{}, true)
+		return r.WithContext(context.WithValue(r.Context(), dryRunKey{}, true))
 	}
-	return ctx
+	return r
 }
 
 func dryRunOf(ctx context.Context) bool {
@@ -214,11 +211,7 @@ func dryRunOf(ctx context.Context) bool {
 }
 
 func addWarnings(ctx context.Context, msgs []string) {
-	w, ok := ctx.Value(warningsKey{}).(http.ResponseWriter)
-	if !ok {
-		return
-	}
 	for _, m := range msgs {
-		addWarning(w, m)
+		warnContext(ctx, m)
 	}
 }

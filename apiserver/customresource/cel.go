@@ -33,8 +33,8 @@ const (
 const selfVar, oldSelfVar = "self", "oldSelf"
 
 // baseEnv is the CEL environment every rule compiles in: the language options and function
-// libraries of Kubernetes v1.36's validation rules (without its URL, IP, CIDR, format,
-// semver and authorizer libraries).
+// libraries of Kubernetes v1.36's validation rules (without its authorizer libraries, whose
+// functions only apply to the authorizer variable CRD rules do not have).
 var baseEnv = sync.OnceValues(func() (*cel.Env, error) {
 	return cel.NewEnv(
 		cel.HomogeneousAggregateLiterals(),
@@ -51,6 +51,11 @@ var baseEnv = sync.OnceValues(func() (*cel.Env, error) {
 		cel.Lib(kubeLists{}),
 		cel.Lib(kubeRegex{}),
 		cel.Lib(kubeQuantity{}),
+		cel.Lib(kubeURLs{}),
+		cel.Lib(kubeIP{}),
+		cel.Lib(kubeCIDR{}),
+		cel.Lib(kubeFormat{}),
+		cel.Lib(kubeSemver{}),
 		cel.CostEstimatorOptions(checker.PresenceTestHasCost(false)),
 	)
 })
@@ -309,39 +314,54 @@ func (z *schemaSizes) EstimateCallCost(string, string, *checker.AstNode, []check
 // validateUnlessBlocked evaluates the rules unless errs, the object's other errors, say it
 // is too broken for them (a wrong type, a missing field, a value too long or not allowed):
 // then one error says the rules were not checked, as kube-apiserver does.
-func (rs *ruleSet) validateUnlessBlocked(errs field.ErrorList, obj, old map[string]any) field.ErrorList {
+func (rs *ruleSet) validateUnlessBlocked(errs field.ErrorList, obj, old map[string]any) (field.ErrorList, []string) {
 	for _, e := range errs {
 		switch e.Type {
 		case field.ErrorTypeNotSupported, field.ErrorTypeRequired, field.ErrorTypeTooLong, field.ErrorTypeTooMany, field.ErrorTypeTypeInvalid:
-			return field.ErrorList{field.Invalid(nil, nil, "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation")}
+			return field.ErrorList{field.Invalid(nil, nil, "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation")}, nil
 		}
 	}
-	return rs.validate(obj, old)
+	return rs.validateWithWarnings(obj, old)
+}
+
+// ruleRun is what one object's evaluation of the rules carries along: the cost budget left,
+// and the warnings of the failures ratcheting let through.
+type ruleRun struct {
+	budget   int64
+	warnings []string
 }
 
 // validate evaluates the rules against obj (and old, on update).
 func (rs *ruleSet) validate(obj, old map[string]any) field.ErrorList {
+	errs, _ := rs.validateWithWarnings(obj, old)
+	return errs
+}
+
+// validateWithWarnings is validate that also returns, as warnings, the failures of values
+// the update did not change: Kubernetes lets those through (ratcheting) but tells the client.
+func (rs *ruleSet) validateWithWarnings(obj, old map[string]any) (field.ErrorList, []string) {
 	if rs == nil {
-		return nil
+		return nil, nil
 	}
 	var oldVal any
 	if old != nil {
 		oldVal = old
 	}
-	budget := int64(objectCostBudget)
-	return rs.root.validate(context.Background(), nil, obj, oldVal, old != nil && jsonEqual(obj, old), &budget)
+	run := &ruleRun{budget: objectCostBudget}
+	errs := rs.root.validate(context.Background(), nil, obj, oldVal, old != nil && jsonEqual(obj, old), run)
+	return errs, run.warnings
 }
 
 // validate runs the rules of n against v (old is the correlated old value, nil if none),
 // then those below it. unchanged says v is as it was before the update: its failures are
 // then not errors (Kubernetes ratchets them, so that tightened rules do not lock objects),
 // except for transition rules. It stops when budget is spent.
-func (n *ruleNode) validate(ctx context.Context, path *field.Path, v, old any, unchanged bool, budget *int64) field.ErrorList {
+func (n *ruleNode) validate(ctx context.Context, path *field.Path, v, old any, unchanged bool, run *ruleRun) field.ErrorList {
 	if n == nil || v == nil {
 		return nil
 	}
-	errs := n.evaluate(ctx, path, v, old, unchanged, budget)
-	if *budget < 0 {
+	errs := n.evaluate(ctx, path, v, old, unchanged, run)
+	if run.budget < 0 {
 		return errs
 	}
 	// below: the old value a child correlates with, and whether the child is unchanged;
@@ -366,8 +386,8 @@ func (n *ruleNode) validate(ctx context.Context, path *field.Path, v, old any, u
 				continue
 			}
 			oldChild, same := below(val[k], oldMap[k])
-			errs = append(errs, child.validate(ctx, p, val[k], oldChild, same, budget)...)
-			if *budget < 0 {
+			errs = append(errs, child.validate(ctx, p, val[k], oldChild, same, run)...)
+			if run.budget < 0 {
 				return errs
 			}
 		}
@@ -378,8 +398,8 @@ func (n *ruleNode) validate(ctx context.Context, path *field.Path, v, old any, u
 		oldItems, _ := old.([]any)
 		for i, item := range val {
 			oldChild, same := below(item, n.oldItem(item, oldItems))
-			errs = append(errs, n.items.validate(ctx, path.Index(i), item, oldChild, same, budget)...)
-			if *budget < 0 {
+			errs = append(errs, n.items.validate(ctx, path.Index(i), item, oldChild, same, run)...)
+			if run.budget < 0 {
 				return errs
 			}
 		}
@@ -387,33 +407,10 @@ func (n *ruleNode) validate(ctx context.Context, path *field.Path, v, old any, u
 	return errs
 }
 
-// oldItem is the old item an item of a list of type map correlates with: the one with the
-// same keys. Items of other lists have none.
+// oldItem is the old item an item of a list of type map correlates with, nil if none.
 func (n *ruleNode) oldItem(item any, old []any) any {
-	if n.schema.ListType != "map" || len(n.schema.ListMapKeys) == 0 {
-		return nil
-	}
-	m, ok := item.(map[string]any)
-	if !ok {
-		return nil
-	}
-	for _, o := range old {
-		om, ok := o.(map[string]any)
-		if !ok {
-			continue
-		}
-		same := true
-		for _, k := range n.schema.ListMapKeys {
-			if !jsonEqual(m[k], om[k]) {
-				same = false
-				break
-			}
-		}
-		if same {
-			return o
-		}
-	}
-	return nil
+	o, _ := n.schema.correlatedItem(item, old)
+	return o
 }
 
 // activation binds self and oldSelf.
@@ -435,14 +432,14 @@ func (a *activation) ResolveName(name string) (any, bool) {
 func (a *activation) Parent() interpreter.Activation { return nil }
 
 // evaluate runs n's own rules against v; the errors read as kube-apiserver's.
-func (n *ruleNode) evaluate(ctx context.Context, path *field.Path, v, old any, unchanged bool, budget *int64) field.ErrorList {
+func (n *ruleNode) evaluate(ctx context.Context, path *field.Path, v, old any, unchanged bool, run *ruleRun) field.ErrorList {
 	if len(n.rules) == 0 {
 		return nil
 	}
 	var errs field.ErrorList
 	typeName := n.schema.Type
-	if *budget <= 0 {
-		*budget = -1
+	if run.budget <= 0 {
+		run.budget = -1
 		return field.ErrorList{field.Invalid(path, typeName, "validation failed due to running out of cost budget, no further validation rules will be run")}
 	}
 	act := &activation{self: toCEL(v, n.typ)}
@@ -466,7 +463,7 @@ func (n *ruleNode) evaluate(ctx context.Context, path *field.Path, v, old any, u
 			a = optAct
 		}
 		out, details, err := c.program.ContextEval(ctx, a)
-		if !spend(details, budget) {
+		if !spend(details, run) {
 			return append(errs, field.Invalid(path, typeName, "validation failed due to running out of cost budget, no further validation rules will be run"))
 		}
 		if err != nil {
@@ -475,7 +472,7 @@ func (n *ruleNode) evaluate(ctx context.Context, path *field.Path, v, old any, u
 			case strings.HasPrefix(msg, "no such overload"):
 				errs = append(errs, field.Invalid(path, typeName, fmt.Sprintf("'%v': call arguments did not match a supported operator, function or macro signature for rule: %v", err, ruleText(c.rule))))
 			case strings.HasPrefix(msg, "operation cancelled: actual cost limit exceeded"):
-				*budget = -1
+				run.budget = -1
 				return append(errs, field.Invalid(path, typeName, fmt.Sprintf("'%v': no further validation rules will be run due to call cost exceeds limit for rule: %v", err, ruleText(c.rule))))
 			default:
 				errs = append(errs, field.Invalid(path, typeName, fmt.Sprintf("%v evaluating rule: %v", err, ruleText(c.rule))))
@@ -491,7 +488,7 @@ func (n *ruleNode) evaluate(ctx context.Context, path *field.Path, v, old any, u
 		}
 		detail := ""
 		if c.message != nil {
-			msg, fatal := c.evalMessage(ctx, act, budget)
+			msg, fatal := c.evalMessage(ctx, act, run)
 			if fatal != "" {
 				return append(errs, field.Invalid(at, typeName, fatal))
 			}
@@ -503,43 +500,45 @@ func (n *ruleNode) evaluate(ctx context.Context, path *field.Path, v, old any, u
 				detail = strings.TrimSpace(c.rule.Message)
 			}
 		}
-		if unchanged && !c.usesOldSelf {
-			continue
-		}
 		var bad any = v
 		if n.schema.Type == "object" || n.schema.Type == "array" {
 			bad = field.OmitValueType{}
 		}
-		errs = append(errs, reasonError(at, bad, detail, c.rule.Reason))
+		e := reasonError(at, bad, detail, c.rule.Reason)
+		if unchanged && !c.usesOldSelf {
+			run.warnings = append(run.warnings, e.Error())
+			continue
+		}
+		errs = append(errs, e)
 	}
 	return errs
 }
 
 // spend takes a rule's cost out of the budget; false when it did not fit.
-func spend(details *cel.EvalDetails, budget *int64) bool {
+func spend(details *cel.EvalDetails, run *ruleRun) bool {
 	if details == nil || details.ActualCost() == nil {
-		*budget = -1
+		run.budget = -1
 		return false
 	}
 	cost := *details.ActualCost()
-	if cost > math.MaxInt64 || int64(cost) > *budget {
-		*budget = -1
+	if cost > math.MaxInt64 || int64(cost) > run.budget {
+		run.budget = -1
 		return false
 	}
-	*budget -= int64(cost)
+	run.budget -= int64(cost)
 	return true
 }
 
 // evalMessage evaluates the messageExpression of a failed rule. An empty result means the
 // static message applies; fatal is set when the budget ran out.
-func (c *compiledRule) evalMessage(ctx context.Context, act *activation, budget *int64) (msg, fatal string) {
+func (c *compiledRule) evalMessage(ctx context.Context, act *activation, run *ruleRun) (msg, fatal string) {
 	out, details, err := c.message.ContextEval(ctx, act)
-	if !spend(details, budget) {
+	if !spend(details, run) {
 		return "", "messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run"
 	}
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "operation cancelled: actual cost limit exceeded") {
-			*budget = -1
+			run.budget = -1
 			return "", fmt.Sprintf("no further validation rules will be run due to call cost exceeds limit for messageExpression: %q", c.rule.MessageExpression)
 		}
 		return "", ""

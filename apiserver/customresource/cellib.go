@@ -5,6 +5,7 @@ import (
 	"math"
 	"reflect"
 	"regexp"
+	"strings"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
@@ -16,8 +17,9 @@ import (
 )
 
 // The functions Kubernetes adds to CEL for validation rules, beyond cel-go's extensions:
-// list aggregates, regular expression matches, and resource quantities. (URLs, IPs and
-// CIDRs, named formats, semantic versions and authorization checks are not provided.)
+// list aggregates, regular expression matches, and resource quantities here; URLs, IPs and
+// CIDRs in celnet.go, named formats and semantic versions in celformat.go. (Its
+// authorization functions need the authorizer variable, which CRD rules do not have.)
 
 // kubeLists: list.isSorted(), sum(), min(), max(), indexOf(x), lastIndexOf(x).
 type kubeLists struct{}
@@ -394,17 +396,73 @@ func (c *libraryCosts) EstimateCallCost(function, overloadID string, target *che
 			}
 			return est
 		}
-	case "quantity", "isQuantity":
+	case "url":
+		if len(args) == 1 {
+			sz := c.sizeOf(args[0])
+			return &checker.CallEstimate{CostEstimate: sz.MultiplyByCostFactor(common.StringTraversalCostFactor), ResultSize: &sz}
+		}
+	case "quantity", "isQuantity", "semver", "isSemver", "cidr", "isIP", "isCIDR":
 		if len(args) >= 1 {
 			return &checker.CallEstimate{CostEstimate: c.sizeOf(args[0]).MultiplyByCostFactor(common.StringTraversalCostFactor)}
 		}
-	case "sign", "asInteger", "isInteger", "asApproximateFloat", "isGreaterThan", "isLessThan", "compareTo", "add", "sub":
-		return &checker.CallEstimate{CostEstimate: checker.CostEstimate{Min: 1, Max: 1}}
-	case "_==_":
-		// Comparing quantities does not depend on their size (cel-go cannot know that).
-		if len(args) == 2 && args[0].Type().Equal(quantityType) == types.True && args[1].Type().Equal(quantityType) == types.True {
+	case "ip":
+		if overloadID == "cidr_ip" {
 			return &checker.CallEstimate{CostEstimate: checker.CostEstimate{Min: 1, Max: 1}}
 		}
+		if len(args) >= 1 {
+			return &checker.CallEstimate{CostEstimate: c.sizeOf(args[0]).MultiplyByCostFactor(common.StringTraversalCostFactor)}
+		}
+	case "ip.isCanonical":
+		if len(args) >= 1 {
+			return &checker.CallEstimate{CostEstimate: c.sizeOf(args[0]).MultiplyByCostFactor(2 * common.StringTraversalCostFactor)}
+		}
+	case "containsIP", "containsCIDR":
+		if len(args) >= 1 {
+			// Comparing addresses: both at most 16 bytes; containsCIDR also compares lengths.
+			addr := checker.SizeEstimate{Min: 4, Max: 16}
+			est := addr.Add(addr).MultiplyByCostFactor(common.StringTraversalCostFactor)
+			if function == "containsCIDR" {
+				est = est.Add(addr.MultiplyByCostFactor(common.StringTraversalCostFactor)).Add(checker.CostEstimate{Min: 1, Max: 1})
+			}
+			if strings.HasSuffix(overloadID, "_string") {
+				// Kubernetes prices the parse by the size of the call's first argument.
+				est = est.Add(checker.CostEstimate(c.sizeOf(args[0])).MultiplyByCostFactor(common.StringTraversalCostFactor))
+			}
+			return &checker.CallEstimate{CostEstimate: est}
+		}
+	case "validate":
+		if len(args) >= 1 {
+			est := c.sizeOf(args[0]).MultiplyByCostFactor(common.StringTraversalCostFactor).MultiplyByCostFactor(maxFormatRegexSize * common.RegexStringLengthCostFactor)
+			return &checker.CallEstimate{CostEstimate: est}
+		}
+	case "sign", "asInteger", "isInteger", "asApproximateFloat", "isGreaterThan", "isLessThan", "compareTo", "add", "sub",
+		"major", "minor", "patch", "format.named", "masked", "prefixLength", "family",
+		"isUnspecified", "isLoopback", "isLinkLocalMulticast", "isLinkLocalUnicast", "isGlobalUnicast",
+		"getScheme", "getHostname", "getHost", "getPort", "getEscapedPath", "getQuery":
+		return &checker.CallEstimate{CostEstimate: checker.CostEstimate{Min: 1, Max: 1}}
+	case "_==_":
+		if len(args) == 2 && args[0].Type().Equal(args[1].Type()) == types.True {
+			return equalityEstimate(args[0].Type(), args[1])
+		}
+	}
+	return nil
+}
+
+// equalityEstimate prices comparing two values of Kubernetes' library types t, which cel-go
+// cannot size; nil for other types.
+func equalityEstimate(t *cel.Type, rhs checker.AstNode) *checker.CallEstimate {
+	switch {
+	case t.Equal(quantityType) == types.True, t.Equal(semverType) == types.True,
+		t.Equal(ipType) == types.True, t.Equal(cidrType) == types.True:
+		return &checker.CallEstimate{CostEstimate: checker.CostEstimate{Min: 1, Max: 1}}
+	case t.Equal(formatType) == types.True:
+		return &checker.CallEstimate{CostEstimate: checker.CostEstimate{Min: 1, Max: maxFormatNameSize}.MultiplyByCostFactor(common.StringTraversalCostFactor)}
+	case t.Equal(urlType) == types.True:
+		size := checker.SizeEstimate{Min: 1, Max: 1}
+		if s := rhs.ComputedSize(); s != nil {
+			size = *s
+		}
+		return &checker.CallEstimate{CostEstimate: checker.CostEstimate{Min: 1, Max: size.Max}.MultiplyByCostFactor(common.StringTraversalCostFactor)}
 	}
 	return nil
 }
@@ -422,9 +480,42 @@ func (c *libraryCosts) CallCost(function, overloadID string, args []ref.Val, res
 			}
 			return traversal(args[0], common.StringTraversalCostFactor)
 		}
-	case "lowerAscii", "upperAscii", "substring", "trim", "quantity", "isQuantity":
+	case "lowerAscii", "upperAscii", "substring", "trim", "quantity", "isQuantity", "url", "semver", "isSemver", "cidr", "isIP", "isCIDR":
 		if len(args) > 0 {
 			return traversal(args[0], common.StringTraversalCostFactor)
+		}
+	case "ip":
+		if overloadID == "cidr_ip" {
+			n := uint64(1)
+			return &n
+		}
+		if len(args) > 0 {
+			return traversal(args[0], common.StringTraversalCostFactor)
+		}
+	case "ip.isCanonical":
+		if len(args) > 0 {
+			return traversal(args[0], 2*common.StringTraversalCostFactor)
+		}
+	case "containsIP", "containsCIDR":
+		if len(args) >= 2 {
+			cidr := actualSize(args[0])
+			n := uint64(math.Ceil(float64(2*cidr) * common.StringTraversalCostFactor))
+			if function == "containsCIDR" {
+				n += uint64(math.Ceil(float64(cidr)*common.StringTraversalCostFactor)) + 1
+			}
+			if strings.HasSuffix(overloadID, "_string") {
+				n += uint64(math.Ceil(float64(actualSize(args[1])) * common.StringTraversalCostFactor))
+			}
+			return &n
+		}
+	case "validate":
+		if len(args) >= 2 {
+			if f, ok := args[0].(*namedFormat); ok {
+				str := uint64(math.Ceil((1 + float64(actualSize(args[1]))) * common.StringTraversalCostFactor))
+				re := uint64(math.Ceil(float64(f.maxRegexSize) * common.RegexStringLengthCostFactor))
+				n := str * re
+				return &n
+			}
 		}
 	case "replace", "split":
 		if len(args) > 0 {
@@ -439,12 +530,16 @@ func (c *libraryCosts) CallCost(function, overloadID string, args []ref.Val, res
 			n := str * re
 			return &n
 		}
-	case "sign", "asInteger", "isInteger", "asApproximateFloat", "isGreaterThan", "isLessThan", "compareTo", "add", "sub":
+	case "sign", "asInteger", "isInteger", "asApproximateFloat", "isGreaterThan", "isLessThan", "compareTo", "add", "sub",
+		"major", "minor", "patch", "format.named", "masked", "prefixLength", "family",
+		"isUnspecified", "isLoopback", "isLinkLocalMulticast", "isLinkLocalUnicast", "isGlobalUnicast",
+		"getScheme", "getHostname", "getHost", "getPort", "getEscapedPath", "getQuery":
 		n := uint64(1)
 		return &n
 	case "_==_":
 		if len(args) == 2 {
-			if _, ok := args[0].(quantity); ok {
+			switch args[0].(type) {
+			case quantity, ipValue, cidrValue, *namedFormat, urlValue, semverValue:
 				n := uint64(1)
 				return &n
 			}

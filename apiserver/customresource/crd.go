@@ -6,6 +6,7 @@ import (
 
 	"github.com/kplane/kplane/apiserver/registry"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -141,6 +142,14 @@ func validateVersions(sp *field.Path, spec *apiextv1.CustomResourceDefinitionSpe
 	if len(spec.Versions) == 0 {
 		return append(errs, field.Invalid(vp, spec.Versions, "must have exactly one version marked as storage version"))
 	}
+	// kube-apiserver judges one schema shared by every version once, at spec.validation
+	// (where its internal form of the CRD keeps it).
+	shared := sharedSchema(spec.Versions)
+	if shared {
+		sp := sp.Child("validation", "openAPIV3Schema")
+		errs = append(errs, ValidateSchema(sp, spec.Versions[0].Schema.OpenAPIV3Schema)...)
+		errs = append(errs, validateRuleDeclarations(sp, spec.Versions[0].Schema.OpenAPIV3Schema)...)
+	}
 	seen := map[string]bool{}
 	storage, served := 0, 0
 	for i := range spec.Versions {
@@ -163,9 +172,10 @@ func validateVersions(sp *field.Path, spec *apiextv1.CustomResourceDefinitionSpe
 		if v.Served {
 			served++
 		}
-		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
-			errs = append(errs, field.Required(p.Child("schema", "openAPIV3Schema"), "schemas are required"))
-		} else {
+		switch {
+		case v.Schema == nil || v.Schema.OpenAPIV3Schema == nil:
+			errs = append(errs, field.Required(p.Child("schema", "openAPIV3Schema"), ""))
+		case !shared:
 			errs = append(errs, ValidateSchema(p.Child("schema", "openAPIV3Schema"), v.Schema.OpenAPIV3Schema)...)
 			errs = append(errs, validateRuleDeclarations(p.Child("schema", "openAPIV3Schema"), v.Schema.OpenAPIV3Schema)...)
 		}
@@ -194,6 +204,19 @@ func validateVersions(sp *field.Path, spec *apiextv1.CustomResourceDefinitionSpe
 		errs = append(errs, field.Invalid(vp, spec.Versions, "must have at least one served version"))
 	}
 	return errs
+}
+
+// sharedSchema reports whether every version has the same schema.
+func sharedSchema(versions []apiextv1.CustomResourceDefinitionVersion) bool {
+	if versions[0].Schema == nil || versions[0].Schema.OpenAPIV3Schema == nil {
+		return false
+	}
+	for _, v := range versions[1:] {
+		if !equality.Semantic.DeepEqual(v.Schema, versions[0].Schema) {
+			return false
+		}
+	}
+	return true
 }
 
 // validateJSONPath requires a simple path starting with "." that kplane can evaluate.

@@ -12,7 +12,9 @@
 //     from the schema and refuses those that do not compile or whose estimated cost is over
 //     Kubernetes' limits; each Resource keeps its compiled rules and runs them on writes,
 //     with oldSelf bound to the correlated old value on updates (cel.go, celtypes.go,
-//     cellib.go for Kubernetes' list, regex and quantity functions, celcrd.go).
+//     celcrd.go; Kubernetes' function libraries in cellib.go for lists, regular expressions
+//     and quantities, celnet.go for URLs, IPs and CIDRs, celformat.go for named formats and
+//     semantic versions).
 //   - NewResource makes the registry.Strategy of one served version: unstructured objects,
 //     the status/spec split of the status subresource, generation, printer columns as table
 //     rows, selectable fields and the scale subresource's paths.

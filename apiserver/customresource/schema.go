@@ -158,7 +158,20 @@ func (s *Schema) child(key string) *Schema {
 // Validate checks v, the JSON value at path, against s: the errors read as kube-apiserver's
 // do (the field path, "in body", the rule broken).
 func (s *Schema) Validate(path *field.Path, v any) field.ErrorList {
-	if s == nil {
+	return s.validate(path, v, nil)
+}
+
+// ValidateUpdate is Validate for a value replacing old. It ratchets, as Kubernetes does
+// (CRDValidationRatcheting): a value equal to the old value it correlates with (the same
+// property, or the item of a map list with the same keys) is not judged, nor is anything
+// inside it, so that tightening a schema does not lock objects written before.
+func (s *Schema) ValidateUpdate(path *field.Path, v, old any) field.ErrorList {
+	return s.validate(path, v, &old)
+}
+
+// validate checks v; old points to the old value v correlates with, nil when there is none.
+func (s *Schema) validate(path *field.Path, v any, old *any) field.ErrorList {
+	if s == nil || (old != nil && jsonEqual(v, *old)) {
 		return nil
 	}
 	var errs field.ErrorList
@@ -226,8 +239,13 @@ func (s *Schema) Validate(path *field.Path, v any) field.ErrorList {
 				return key
 			})...)
 		}
+		oldItems, _ := deref(old).([]any)
 		for i, item := range val {
-			errs = append(errs, s.Items.Validate(path.Index(i), item)...)
+			var oldItem *any
+			if o, ok := s.correlatedItem(item, oldItems); ok {
+				oldItem = &o
+			}
+			errs = append(errs, s.Items.validate(path.Index(i), item, oldItem)...)
 		}
 	case map[string]any:
 		n := int64(len(val))
@@ -245,14 +263,45 @@ func (s *Schema) Validate(path *field.Path, v any) field.ErrorList {
 		if s.Embedded {
 			errs = append(errs, validateEmbedded(path, val)...)
 		}
+		oldMap, _ := deref(old).(map[string]any)
 		for _, k := range sortedKeys(val) {
 			if c := s.child(k); c != nil {
-				errs = append(errs, c.Validate(path.Child(k), val[k])...)
+				var oldChild *any
+				if o, ok := oldMap[k]; ok {
+					oldChild = &o
+				}
+				errs = append(errs, c.validate(path.Child(k), val[k], oldChild)...)
 			}
 		}
 	}
 	errs = append(errs, s.validateCombinators(path, v)...)
 	return errs
+}
+
+func deref(p *any) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// correlatedItem is the item of old that item of a list of type map correlates with: the
+// one with the same keys. Items of other lists correlate with none.
+func (s *Schema) correlatedItem(item any, old []any) (any, bool) {
+	if s.ListType != "map" || len(s.ListMapKeys) == 0 {
+		return nil, false
+	}
+	m, ok := item.(map[string]any)
+	if !ok {
+		return nil, false
+	}
+	for _, o := range old {
+		om, ok := o.(map[string]any)
+		if ok && !slices.ContainsFunc(s.ListMapKeys, func(k string) bool { return !jsonEqual(m[k], om[k]) }) {
+			return o, true
+		}
+	}
+	return nil, false
 }
 
 func (s *Schema) validateNumber(path *field.Path, f float64, v any) field.ErrorList {

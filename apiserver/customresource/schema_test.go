@@ -352,8 +352,26 @@ spec:
 		{"no storage version", func(c *apiextv1.CustomResourceDefinition) { c.Spec.Versions[0].Storage = false }, []string{
 			`must have exactly one version marked as storage version`,
 		}},
+		{"one schema for every version is judged once, at spec.validation", func(c *apiextv1.CustomResourceDefinition) {
+			c.Spec.Versions[0].Schema.OpenAPIV3Schema.Type = ""
+			v2 := *c.Spec.Versions[0].DeepCopy()
+			v2.Name, v2.Storage = "v2", false
+			c.Spec.Versions = append(c.Spec.Versions, v2)
+		}, []string{
+			`spec.validation.openAPIV3Schema.type: Required value: must not be empty at the root`,
+		}},
+		{"different schemas are judged per version", func(c *apiextv1.CustomResourceDefinition) {
+			c.Spec.Versions[0].Schema.OpenAPIV3Schema.Type = ""
+			v2 := *c.Spec.Versions[0].DeepCopy()
+			v2.Name, v2.Storage = "v2", false
+			v2.Schema.OpenAPIV3Schema.Description = "other"
+			c.Spec.Versions = append(c.Spec.Versions, v2)
+		}, []string{
+			`spec.versions[0].schema.openAPIV3Schema.type: Required value: must not be empty at the root`,
+			`spec.versions[1].schema.openAPIV3Schema.type: Required value: must not be empty at the root`,
+		}},
 		{"no schema", func(c *apiextv1.CustomResourceDefinition) { c.Spec.Versions[0].Schema = nil }, []string{
-			`spec.versions[0].schema.openAPIV3Schema: Required value: schemas are required`,
+			`spec.versions[0].schema.openAPIV3Schema: Required value`,
 		}},
 		{"printer column", func(c *apiextv1.CustomResourceDefinition) {
 			c.Spec.Versions[0].AdditionalPrinterColumns[0].Type, c.Spec.Versions[0].AdditionalPrinterColumns[0].JSONPath = "text", "spec"
@@ -420,5 +438,65 @@ status:
 		if _, err := ParsePath(bad); err == nil {
 			t.Errorf("%s: parsed, want an error", bad)
 		}
+	}
+}
+
+// Schema checks ratchet on update: a value equal to the old value it correlates with is not
+// judged again, whatever the schema says now.
+func TestValidateUpdateRatchets(t *testing.T) {
+	s := mustCompile(t, schemaOf(t, `
+type: object
+properties:
+  name: {type: string, maxLength: 3}
+  size: {type: integer, maximum: 5}
+  tags:
+    type: object
+    additionalProperties: {type: string, pattern: "^[a-z]+$"}
+  ports:
+    type: array
+    x-kubernetes-list-type: map
+    x-kubernetes-list-map-keys: [name]
+    items:
+      type: object
+      required: [name]
+      properties:
+        name: {type: string}
+        port: {type: integer, maximum: 100}
+  plain:
+    type: array
+    items: {type: integer, maximum: 100}
+`))
+	cases := []struct {
+		name, obj, old string
+		want           []string
+	}{
+		{name: "unchanged invalid values", obj: `{"name":"long","size":9,"tags":{"a":"BAD"}}`, old: `{"name":"long","size":9,"tags":{"a":"BAD"}}`},
+		{name: "a changed value is judged, unchanged siblings are not",
+			obj: `{"name":"longer","size":9,"tags":{"a":"BAD","b":"ALSO"}}`, old: `{"name":"long","size":9,"tags":{"a":"BAD"}}`,
+			want: []string{`name: Too long: may not be more than 3 bytes`, `tags.b: Invalid value: "ALSO": tags.b in body should match '^[a-z]+$'`}},
+		{name: "map list items correlate by key, wherever they moved",
+			obj: `{"ports":[{"name":"b","port":101},{"name":"a","port":200}]}`, old: `{"ports":[{"name":"a","port":200},{"name":"b","port":100}]}`,
+			want: []string{`ports[0].port: Invalid value: 101: ports[0].port in body should be less than or equal to 100`}},
+		{name: "items of other lists correlate with nothing",
+			obj: `{"plain":[200,1]}`, old: `{"plain":[200]}`,
+			want: []string{`plain[0]: Invalid value: 200: plain[0] in body should be less than or equal to 100`}},
+		{name: "no old value", obj: `{"size":9}`, old: `{"name":"a"}`,
+			want: []string{`size: Invalid value: 9: size in body should be less than or equal to 5`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			obj, old := objectOf(t, c.obj), objectOf(t, c.old)
+			var errs field.ErrorList
+			for _, k := range sortedKeys(obj) {
+				if o, ok := old[k]; ok {
+					errs = append(errs, s.child(k).ValidateUpdate(field.NewPath(k), obj[k], o)...)
+				} else {
+					errs = append(errs, s.child(k).Validate(field.NewPath(k), obj[k])...)
+				}
+			}
+			if got := errorStrings(errs); !slices.Equal(got, c.want) {
+				t.Errorf("got  %q\nwant %q", got, c.want)
+			}
+		})
 	}
 }

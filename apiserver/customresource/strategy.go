@@ -48,6 +48,10 @@ type Scale struct {
 	SpecReplicas, StatusReplicas, LabelSelector *Path
 	// Raw paths as the CRD wrote them, for writing spec replicas back.
 	SpecReplicasPath string
+	// ReplicasPaths holds, for every version of the CRD ("group/version"), the fields of
+	// its spec replicas path, nil for a version without a scale subresource: what the
+	// managedFields of a scale write are translated with.
+	ReplicasPaths map[string][]string
 }
 
 // NewResource builds the strategy of version v of crd, whose accepted names are names.
@@ -83,7 +87,14 @@ func NewResource(crd *apiextv1.CustomResourceDefinition, v *apiextv1.CustomResou
 		r.info.Status = sub.Status != nil
 		if sc := sub.Scale; sc != nil {
 			r.info.Scale = true
-			r.scale = &Scale{SpecReplicasPath: sc.SpecReplicasPath}
+			r.scale = &Scale{SpecReplicasPath: sc.SpecReplicasPath, ReplicasPaths: map[string][]string{}}
+			for _, other := range crd.Spec.Versions {
+				gv := schema.GroupVersion{Group: crd.Spec.Group, Version: other.Name}.String()
+				r.scale.ReplicasPaths[gv] = nil
+				if other.Subresources != nil && other.Subresources.Scale != nil {
+					r.scale.ReplicasPaths[gv] = strings.Split(strings.TrimPrefix(other.Subresources.Scale.SpecReplicasPath, "."), ".")
+				}
+			}
 			var err error
 			if r.scale.SpecReplicas, err = ParsePath(sc.SpecReplicasPath); err != nil {
 				return nil, err
@@ -235,6 +246,15 @@ func (r *Resource) AdmitFor(context.Context, registry.Objects, registry.Object, 
 
 // ValidateObject implements registry.Strategy: metadata, kind, the schema and its CEL rules.
 func (r *Resource) ValidateObject(o, oldo registry.Object) field.ErrorList {
+	errs, _ := r.ValidateUpdateWithWarnings(o, oldo)
+	return errs
+}
+
+// ValidateUpdateWithWarnings implements registry.RatchetingValidator: ValidateObject, with
+// the failed rules of values the update did not change as warnings (the schema's own checks
+// let such values through silently, as Kubernetes' do).
+func (r *Resource) ValidateUpdateWithWarnings(o, oldo registry.Object) (field.ErrorList, []string) {
+	var warnings []string
 	u := o.(*unstructured.Unstructured)
 	errs := apimachineryvalidation.ValidateObjectMetaAccessor(u, r.info.Namespaced, apimachineryvalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
 	var old *unstructured.Unstructured
@@ -253,7 +273,11 @@ func (r *Resource) ValidateObject(o, oldo registry.Object) field.ErrorList {
 			if k == "metadata" || k == "apiVersion" || k == "kind" {
 				continue
 			}
-			errs = append(errs, r.schema.child(k).Validate(field.NewPath(k), u.Object[k])...)
+			if old, ok := oldValue(old, k); ok {
+				errs = append(errs, r.schema.child(k).ValidateUpdate(field.NewPath(k), u.Object[k], old)...)
+			} else {
+				errs = append(errs, r.schema.child(k).Validate(field.NewPath(k), u.Object[k])...)
+			}
 		}
 		for _, req := range r.schema.Required {
 			if _, ok := u.Object[req]; !ok {
@@ -268,10 +292,20 @@ func (r *Resource) ValidateObject(o, oldo registry.Object) field.ErrorList {
 			if old != nil {
 				oldObj = old.Object
 			}
-			errs = append(errs, r.rules.validateUnlessBlocked(errs, u.Object, oldObj)...)
+			ruleErrs, ruleWarnings := r.rules.validateUnlessBlocked(errs, u.Object, oldObj)
+			errs, warnings = append(errs, ruleErrs...), ruleWarnings
 		}
 	}
-	return errs
+	return errs, warnings
+}
+
+// oldValue is the old object's top-level field k, if there is an old object and it has k.
+func oldValue(old *unstructured.Unstructured, k string) (any, bool) {
+	if old == nil {
+		return nil, false
+	}
+	v, ok := old.Object[k]
+	return v, ok
 }
 
 // validateMetadataFields applies a root metadata schema's name and generateName restrictions.

@@ -23,7 +23,10 @@
 //
 // A Manager serves one endpoint of one kind (the object, or its status or scale subresource);
 // the apiserver calls Update for every create, update and non-apply patch, after the
-// resource's strategy has prepared the object, and Apply for apply patches.
+// resource's strategy has prepared the object, and Apply for apply patches. The scale
+// subresource's Manager is of autoscaling/v1 Scales, as in Kubernetes: ScaleFields gives a
+// write the Scale's managedFields (the owners of the parent's replicas, at spec.replicas)
+// and puts the result back into the parent's, with apimachinery's ScaleHandler.
 //
 // Differences from kube-apiserver: writes are recorded after the whole strategy preparation,
 // so fields the server sets on create (a Service's ipFamilyPolicy, a Pod's service-account

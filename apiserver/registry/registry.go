@@ -109,6 +109,13 @@ type Strategy interface {
 	StoredVersion() Conversion
 }
 
+// RatchetingValidator is a Strategy whose update validation lets through some errors in
+// values the update did not change and reports them as warnings instead, as Kubernetes does
+// with CRD validation rules. Updates call it in place of ValidateObject.
+type RatchetingValidator interface {
+	ValidateUpdateWithWarnings(obj, old Object) (field.ErrorList, []string)
+}
+
 // Conversion turns the objects of a resource served at a second version into those of the
 // version they are stored as, and back. Both versions' stores then share one etcd key per
 // object: one object, one resourceVersion, one watch history, whichever version a client

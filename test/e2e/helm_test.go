@@ -164,6 +164,11 @@ func TestHelmChartLifecycle(t *testing.T) {
 			}
 			expectRelease(t, asRelease(t, rel), 5, common.StatusDeployed)
 			expectRunning("after the forced upgrade", "kplane/echo:v1", 1)
+			// Five rollouts of pods whose liveness probe has no initial delay, and not one
+			// Unhealthy event: the first liveness run waits a period, as the kubelet's does.
+			if warnings := k.ok("get", "events", "--field-selector", "type=Warning", "-o", "name"); warnings != "" {
+				t.Errorf("warning events:\n%s", k.ok("get", "events", "--field-selector", "type=Warning"))
+			}
 		}},
 		{"test hook", func(t *testing.T) {
 			test := action.NewReleaseTesting(cfg)

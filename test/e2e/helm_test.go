@@ -32,8 +32,9 @@ const helmTimeout = 60 * time.Second
 // 4's default) and the kstatus watcher waiting for readiness. Installed, the Deployment's pod
 // is Ready and its Service answers HTTP through the proxy; upgraded to two replicas of another
 // image tag, revision 2 runs only new pods; rolled back, revision 3 is revision 1 again;
-// the chart's test hook (wget of the Service) passes; uninstalled, every object of the chart
-// and the release history are gone.
+// scaled with kubectl, the next upgrade conflicts on .spec.replicas until forced, and no pod
+// start left a Warning event; the chart's test hook (wget of the Service) passes;
+// uninstalled, every object of the chart and the release history are gone.
 //
 // kplane's node agent runs a container's command, not its image, so the chart's values point
 // the image at kplane/echo and its port at 8080, and a post-renderer (Helm's own hook for

@@ -27,10 +27,12 @@
 // tcpSocket, httpGet to the pod IP by default) run as the kubelet's (probe.go): a container is
 // started once its startup probe passed and ready once its readiness probe passes; failing
 // liveness or startup probes kill it (SIGTERM, then SIGKILL after the grace period) and it is
-// restarted per restartPolicy. Unlike the kubelet, a readiness probe that has not passed yet
-// in a run is tried again after 25 ms, doubling up to 100 ms, for one period after its first
-// run (those failures make no Unhealthy event), so a container is Ready within moments of
-// listening, not a period later.
+// restarted per restartPolicy. A liveness probe first runs one period after its container
+// started (after initialDelaySeconds if that is longer), about when the kubelet's ticker
+// first probes it, so a program gets that long to listen. Unlike the kubelet, a readiness
+// probe that has not passed yet in a run is tried again after 25 ms, doubling up to 100 ms,
+// for one period after its first run (those failures make no Unhealthy event), so a
+// container is Ready within moments of listening, not a period later.
 //
 // Volumes (volumes.go) are prepared before a pod's containers start: emptyDir (on disk under
 // <data-dir>/pods/<uid>/volumes/<name>; medium Memory as a tmpfs there) and, in a tmpfs the

@@ -445,6 +445,12 @@ func (m *podMachine) start(i int) {
 // armProbes sets up the probes of a container's new run, first due after
 // initialDelaySeconds. A liveness probe counts as passing until it fails; readiness and
 // startup as failing until they pass.
+//
+// A liveness probe's first run waits at least one period: the kubelet probes on a ticker
+// started with the pod, so its first liveness run comes about a period after a container
+// starts, never in the moment before the program listens. Probed at once, every start of a
+// container whose liveness probe has no initial delay (the chart `helm create` writes) would
+// log an Unhealthy event, and with failureThreshold 1 be killed before it could listen.
 func (m *podMachine) armProbes(c *containerState, now time.Time) {
 	c.probes, c.killAt = [3]*prober{}, time.Time{}
 	for kind, spec := range []*corev1.Probe{c.spec.StartupProbe, c.spec.LivenessProbe, c.spec.ReadinessProbe} {
@@ -452,7 +458,11 @@ func (m *podMachine) armProbes(c *containerState, now time.Time) {
 			continue
 		}
 		p := &prober{spec: withProbeDefaults(*spec), ok: probeKind(kind) == livenessProbe}
-		p.next = now.Add(time.Duration(p.spec.InitialDelaySeconds) * time.Second)
+		delay := p.spec.InitialDelaySeconds
+		if probeKind(kind) == livenessProbe {
+			delay = max(delay, p.spec.PeriodSeconds)
+		}
+		p.next = now.Add(time.Duration(delay) * time.Second)
 		if probeKind(kind) == readinessProbe {
 			p.quick = quickRetryStart
 			p.quickUntil = p.next.Add(time.Duration(p.spec.PeriodSeconds) * time.Second)

@@ -124,6 +124,8 @@ func TestPodMachine(t *testing.T) {
 	readiness.Spec.Containers[0].ReadinessProbe = &corev1.Probe{PeriodSeconds: 10, InitialDelaySeconds: 1, FailureThreshold: 3}
 	liveness := testPod(corev1.RestartPolicyAlways, "web")
 	liveness.Spec.Containers[0].LivenessProbe = &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 2}
+	delayedLiveness := testPod(corev1.RestartPolicyAlways, "web")
+	delayedLiveness.Spec.Containers[0].LivenessProbe = &corev1.Probe{PeriodSeconds: 1, InitialDelaySeconds: 5}
 	startup := testPod(corev1.RestartPolicyAlways, "web")
 	startup.Spec.Containers[0].StartupProbe = &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 2}
 	startup.Spec.Containers[0].ReadinessProbe = &corev1.Probe{PeriodSeconds: 1}
@@ -260,13 +262,24 @@ func TestPodMachine(t *testing.T) {
 		steps: []step{
 			{input: "new", want: []string{"setup"}},
 			{input: "setup ok", do: setupOK, want: []string{"start 0/1"}},
-			{input: "started", do: started(0, 1), want: []string{"event Started", "status"}, states: []string{"running+"}, wake: 0},
-			{input: "tick", do: tick, want: []string{"probe 0/1 liveness"}},
-			{input: "fails", do: probed(0, 1, livenessProbe, false), want: []string{"event Unhealthy"}, wake: s},
+			// The first run waits a period, as the kubelet's first tick does.
+			{input: "started", do: started(0, 1), want: []string{"event Started", "status"}, states: []string{"running+"}, wake: s},
 			{at: s, input: "tick", do: tick, want: []string{"probe 0/1 liveness"}},
-			{at: s, input: "fails again", do: probed(0, 1, livenessProbe, false), want: []string{"event Unhealthy", "signal 0/1 TERM", "event Killing"}, wake: 6 * s},
-			{at: 6 * s, input: "tick", do: tick, want: []string{"signal 0/1 KILL"}},
-			{at: 6 * s, input: "exit", do: exited(0, 1, 137), want: []string{"event BackOff", "status"}, states: []string{"waiting:CrashLoopBackOff"}, wake: 16 * s},
+			{at: s, input: "fails", do: probed(0, 1, livenessProbe, false), want: []string{"event Unhealthy"}, wake: 2 * s},
+			{at: 2 * s, input: "tick", do: tick, want: []string{"probe 0/1 liveness"}},
+			{at: 2 * s, input: "fails again", do: probed(0, 1, livenessProbe, false), want: []string{"event Unhealthy", "signal 0/1 TERM", "event Killing"}, wake: 7 * s},
+			{at: 7 * s, input: "tick", do: tick, want: []string{"signal 0/1 KILL"}},
+			{at: 7 * s, input: "exit", do: exited(0, 1, 137), want: []string{"event BackOff", "status"}, states: []string{"waiting:CrashLoopBackOff"}, wake: 17 * s},
+		},
+	}, {
+		name: "liveness: a longer initialDelaySeconds than the period delays the first run",
+		pod:  delayedLiveness,
+		steps: []step{
+			{input: "new", want: []string{"setup"}},
+			{input: "setup ok", do: setupOK, want: []string{"start 0/1"}},
+			{input: "started", do: started(0, 1), want: []string{"event Started", "status"}, wake: 5 * s},
+			{at: s, input: "tick", do: tick, want: nil, wake: 5 * s},
+			{at: 5 * s, input: "tick", do: tick, want: []string{"probe 0/1 liveness"}},
 		},
 	}, {
 		name: "startup gates readiness; it fails the container when it never passes",

@@ -78,6 +78,7 @@ webhooks:
 - name: pods.policy.example.com
   clientConfig: {service: {name: policy, namespace: %[1]s, path: /validate}}
   rules: [{operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}]
+  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[1]s}}
   sideEffects: None
   admissionReviewVersions: [v1]
 ---
@@ -88,6 +89,7 @@ webhooks:
 - name: inject.example.com
   clientConfig: {url: "https://inject.example.com/mutate"}
   rules: [{operations: [CREATE, UPDATE], apiGroups: [apps], apiVersions: [v1], resources: [deployments]}]
+  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[1]s}}
   sideEffects: NoneOnDryRun
   admissionReviewVersions: [v1]
 ---
@@ -98,6 +100,7 @@ spec:
   paramKind: {apiVersion: v1, kind: ConfigMap}
   matchConstraints:
     resourceRules: [{apiGroups: [apps], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [deployments]}]
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[1]s}}
   validations: [{expression: "object.spec.replicas <= 5"}]
 ---
 apiVersion: admissionregistration.k8s.io/v1
@@ -114,6 +117,7 @@ metadata: {name: %[1]s-label}
 spec:
   matchConstraints:
     resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}]
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[1]s}}
   mutations:
   - patchType: ApplyConfiguration
     applyConfiguration: {expression: "Object{metadata: Object.metadata{labels: {'mutated': 'true'}}}"}
@@ -159,9 +163,14 @@ func TestControlAPIs(t *testing.T) {
 	k := newNamespace(t)
 	all := kc{t: t} // cluster-scoped objects and -A
 	ns := k.ns
+	manifest := fmt.Sprintf(controlAPIsManifest, ns, certificateRequest(t))
+	// The cluster-scoped objects outlive the namespace: the webhooks and policies among them
+	// would judge the other tests' writes (their selectors keep them to this namespace
+	// meanwhile).
+	t.Cleanup(func() { all.run(manifest, "delete", "--ignore-not-found", "--wait=false", "-f", "-") })
 	runSteps(t, []step{
 		{"apply", func(t *testing.T) {
-			out := all.okIn(fmt.Sprintf(controlAPIsManifest, ns, certificateRequest(t)), "apply", "-f", "-")
+			out := all.okIn(manifest, "apply", "-f", "-")
 			if n := strings.Count(out, " created\n"); n != 14 {
 				t.Errorf("%d objects created, want 14:\n%s", n, out)
 			}

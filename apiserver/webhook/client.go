@@ -89,7 +89,7 @@ func New(cfg Config, resolve ResolveService, timeout time.Duration) (*Client, er
 	transport := &http.Transport{
 		TLSClientConfig:     tlsConfig,
 		DialContext:         c.dial,
-		MaxIdleConnsPerHost: 8,
+		MaxIdleConnsPerHost: 100, // the concurrent writes a busy server sends one webhook
 		IdleConnTimeout:     90 * time.Second,
 	}
 	c.http = &http.Client{Transport: transport, CheckRedirect: func(*http.Request, []*http.Request) error {

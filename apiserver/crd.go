@@ -177,6 +177,7 @@ func (s *Server) newCustomResource(st *customresource.Resource, base *storage.St
 	info := st.Describe()
 	r := &resource{strategy: st, info: info, custom: st, claims: func(storage.Object) []string { return nil },
 		selectable: st.SelectableFields(st.NewObject())}
+	r.conv = conv
 	r.store = storage.NewConverted(base, crStoreConfig(st), conv)
 	r.fields = customFieldManagers(r)
 	return r

@@ -58,7 +58,10 @@ type resource struct {
 	strategy registry.Strategy
 	info     *registry.Info
 	store    objectStore
-	claims   storage.ClaimsFunc
+	// conv converts the objects of a resource served at a version other than the stored one
+	// (nil for the stored version's).
+	conv   storage.Converter
+	claims storage.ClaimsFunc
 	// selectable are the field names field selectors may use.
 	selectable fields.Set
 	// custom is the strategy of a custom resource (nil for built-in ones); terminating is
@@ -124,7 +127,8 @@ func New(cfg Config) *Server {
 			keys = info.StoredUnder
 		}
 		if cv := st.StoredVersion(); cv != nil {
-			r.store = storage.NewConverted(stores[keys], storeConfig(st), registryConverter{cv})
+			r.conv = registryConverter{cv}
+			r.store = storage.NewConverted(stores[keys], storeConfig(st), r.conv)
 		} else {
 			r.store = stores[keys]
 		}

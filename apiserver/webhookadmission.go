@@ -100,8 +100,48 @@ func (s *Server) admissionRequest(ctx context.Context, req request, op admission
 	if old != nil {
 		a.OldObject = old
 	}
-	return &admission.Request{Attributes: a, New: func() runtime.Object { return res.strategy.NewObject() },
-		NamespaceLabels: s.namespaceLabels}
+	a.Equivalents = s.equivalents(res)
+	return &admission.Request{Attributes: a, NamespaceLabels: s.namespaceLabels}
+}
+
+// equivalents are the other versions res is served at (autoscaling/v1 beside v2, a CRD's
+// versions), for webhooks whose rules name another version (matchPolicy Equivalent).
+func (s *Server) equivalents(res *resource) []admission.Version {
+	var out []admission.Version
+	for _, other := range s.servedResources() {
+		if other == res || other.info.GroupResource() != res.info.GroupResource() || other.info.StoredUnder != res.info.StoredUnder {
+			continue
+		}
+		out = append(out, admission.Version{Kind: other.info.GVK(), Resource: other.info.GroupVersion.WithResource(other.info.Resource),
+			To: convertBetween(res, other), From: convertBetween(other, res)})
+	}
+	return out
+}
+
+// convertBetween converts objects of one version of a resource to another, through the
+// stored version.
+func convertBetween(from, to *resource) func(context.Context, runtime.Object) (runtime.Object, error) {
+	return func(ctx context.Context, obj runtime.Object) (runtime.Object, error) {
+		o, ok := obj.(storage.Object)
+		if !ok {
+			return nil, fmt.Errorf("converting %T: not an API object", obj)
+		}
+		var err error
+		if from.conv != nil {
+			if o, err = from.conv.Stored(ctx, o); err != nil {
+				return nil, err
+			}
+		}
+		if to.conv == nil {
+			return o, nil
+		}
+		out, err := to.conv.Served(ctx, []storage.Object{o})
+		if err != nil {
+			return nil, err
+		}
+		out[0].GetObjectKind().SetGroupVersionKind(to.info.GVK())
+		return out[0], nil
+	}
 }
 
 func admissionOptions(op admissionv1.Operation, dry bool, manager string) runtime.Object {

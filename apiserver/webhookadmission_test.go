@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -21,6 +22,7 @@ type admissionServer struct {
 	srv   *httptest.Server
 	mu    sync.Mutex
 	calls map[string]int
+	kinds []string // "kind requestKind" of each /hpa-v1 review
 }
 
 func newAdmissionServer(t *testing.T) *admissionServer {
@@ -40,10 +42,12 @@ func (a *admissionServer) serve(w http.ResponseWriter, r *http.Request) {
 	var review struct {
 		APIVersion string `json:"apiVersion"`
 		Request    struct {
-			UID       string         `json:"uid"`
-			Operation string         `json:"operation"`
-			Object    map[string]any `json:"object"`
-			OldObject map[string]any `json:"oldObject"`
+			UID         string         `json:"uid"`
+			Kind        map[string]any `json:"kind"`
+			RequestKind map[string]any `json:"requestKind"`
+			Operation   string         `json:"operation"`
+			Object      map[string]any `json:"object"`
+			OldObject   map[string]any `json:"oldObject"`
 		} `json:"request"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&review); err != nil {
@@ -93,6 +97,15 @@ func (a *admissionServer) serve(w http.ResponseWriter, r *http.Request) {
 			patch(map[string]any{"op": "add", "path": "/metadata/labels", "value": map[string]any{"b": "set"}})
 		} else {
 			patch(map[string]any{"op": "add", "path": "/metadata/labels/b", "value": "set"})
+		}
+	case "/hpa-v1":
+		// Registered for autoscaling/v1: sees v1 objects whatever version was written, and
+		// sets v1's CPU target (v2 defaults it to 80%).
+		a.mu.Lock()
+		a.kinds = append(a.kinds, fmt.Sprint(review.Request.Kind["version"], " ", review.Request.RequestKind["version"]))
+		a.mu.Unlock()
+		if obj != nil && get(obj, "spec", "targetCPUUtilizationPercentage") != 42.0 {
+			patch(map[string]any{"op": "add", "path": "/spec/targetCPUUtilizationPercentage", "value": 42})
 		}
 	case "/slow":
 		time.Sleep(2 * time.Second)
@@ -210,6 +223,34 @@ func TestAdmissionWebhooks(t *testing.T) {
 		// validate.example.com sees all three; guarded.example.com only guarded-2.
 		if n := a.count("/validate") - before; n != 4 {
 			t.Errorf("/validate called %d times, want 4", n)
+		}
+	})
+
+	t.Run("matchPolicy Equivalent: a webhook for v1 sees a v2 write at v1", func(t *testing.T) {
+		install(mwc, a.webhookConfig("MutatingWebhookConfiguration", "hpa", ns, "/hpa-v1", map[string]any{
+			"rules": []any{map[string]any{"operations": []any{"CREATE"}, "apiGroups": []any{"autoscaling"}, "apiVersions": []any{"v1"}, "resources": []any{"horizontalpodautoscalers"}}}}))
+		hpa := map[string]any{"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": map[string]any{"name": "web"},
+			"spec": map[string]any{"scaleTargetRef": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}, "maxReplicas": 3}}
+		r := do(t, "POST", "/apis/autoscaling/v2/namespaces/"+ns+"/horizontalpodautoscalers", hpa)
+		if r.code != http.StatusCreated {
+			t.Fatalf("create at v2: %d %s", r.code, r.body)
+		}
+		if got := get(r.object(t), "spec", "metrics", 0, "resource", "target", "averageUtilization"); got != 42.0 {
+			t.Errorf("the v1 webhook's patch at v2: %v", get(r.object(t), "spec"))
+		}
+		a.mu.Lock()
+		kinds := fmt.Sprint(a.kinds)
+		a.mu.Unlock()
+		if kinds != "[v1 v2]" {
+			t.Errorf("the webhook saw kind/requestKind versions %s, want [v1 v2]", kinds)
+		}
+		exact := a.webhookConfig("MutatingWebhookConfiguration", "hpa-exact", ns, "/hpa-v1", map[string]any{"matchPolicy": "Exact",
+			"rules": []any{map[string]any{"operations": []any{"CREATE"}, "apiGroups": []any{"autoscaling"}, "apiVersions": []any{"v1"}, "resources": []any{"horizontalpodautoscalers"}}}})
+		do(t, "DELETE", mwc+"/hpa-"+ns, nil)
+		install(mwc, exact)
+		hpa["metadata"] = map[string]any{"name": "web2"}
+		if r := do(t, "POST", "/apis/autoscaling/v2/namespaces/"+ns+"/horizontalpodautoscalers", hpa); r.code != http.StatusCreated || get(r.object(t), "spec", "metrics", 0, "resource", "target", "averageUtilization") != 80.0 {
+			t.Errorf("an Exact v1 webhook changed a v2 write: %d %s", r.code, r.body)
 		}
 	})
 

@@ -148,9 +148,14 @@ func request(a *Attributes, uid string) *admissionv1.AdmissionRequest {
 	kind := metav1.GroupVersionKind{Group: a.Kind.Group, Version: a.Kind.Version, Kind: a.Kind.Kind}
 	resource := metav1.GroupVersionResource{Group: a.Resource.Group, Version: a.Resource.Version, Resource: a.Resource.Resource}
 	dry := a.DryRun
+	requestKind, requestResource := kind, resource
+	if !a.RequestKind.Empty() {
+		requestKind = metav1.GroupVersionKind{Group: a.RequestKind.Group, Version: a.RequestKind.Version, Kind: a.RequestKind.Kind}
+		requestResource = metav1.GroupVersionResource{Group: a.RequestResource.Group, Version: a.RequestResource.Version, Resource: a.RequestResource.Resource}
+	}
 	req := &admissionv1.AdmissionRequest{
 		Kind: kind, Resource: resource, SubResource: a.Subresource,
-		RequestKind: &kind, RequestResource: &resource, RequestSubResource: a.Subresource,
+		RequestKind: &requestKind, RequestResource: &requestResource, RequestSubResource: a.Subresource,
 		Name: a.Name, Namespace: a.Namespace, Operation: a.Operation, UserInfo: a.User, DryRun: &dry,
 	}
 	req.UID = k8stypes.UID(uid)

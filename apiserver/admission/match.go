@@ -32,6 +32,62 @@ type Attributes struct {
 	Options runtime.Object
 	DryRun  bool
 	User    authenticationv1.UserInfo
+	// Equivalents are the other versions the resource is served at.
+	Equivalents []Version
+	// RequestKind and RequestResource are what the client wrote through, when Kind and
+	// Resource are an equivalent version's (zero otherwise: the same).
+	RequestKind     schema.GroupVersionKind
+	RequestResource schema.GroupVersionResource
+}
+
+// AsVersion returns the request as seen at version v: its objects converted, its kind and
+// resource v's, the client's kept as the request's.
+func (a *Attributes) AsVersion(ctx context.Context, v Version) (*Attributes, error) {
+	out := *a
+	out.Kind, out.Resource, out.RequestKind, out.RequestResource = v.Kind, v.Resource, a.Kind, a.Resource
+	var err error
+	if a.Object != nil {
+		if out.Object, err = v.To(ctx, a.Object); err != nil {
+			return nil, err
+		}
+	}
+	if a.OldObject != nil {
+		if out.OldObject, err = v.To(ctx, a.OldObject); err != nil {
+			return nil, err
+		}
+	}
+	return &out, nil
+}
+
+// MatchingVersion decides which version of the request rules see: the request's own when
+// they name it; with matchPolicy Equivalent (the default), else the first other version they
+// name. ok is false when none matches.
+func MatchingVersion(rules []admissionregistrationv1.RuleWithOperations, policy *admissionregistrationv1.MatchPolicyType, a *Attributes) (v *Version, ok bool) {
+	if RulesMatch(rules, a) {
+		return nil, true
+	}
+	if policy != nil && *policy == admissionregistrationv1.Exact {
+		return nil, false
+	}
+	for i := range a.Equivalents {
+		e := &a.Equivalents[i]
+		probe := *a
+		probe.Kind, probe.Resource = e.Kind, e.Resource
+		if RulesMatch(rules, &probe) {
+			return e, true
+		}
+	}
+	return nil, false
+}
+
+// Version is another version a request's resource is served at, for rules that name it
+// (matchPolicy Equivalent): its kind and resource, and how the request's objects convert to
+// it and back.
+type Version struct {
+	Kind     schema.GroupVersionKind
+	Resource schema.GroupVersionResource
+	To       func(context.Context, runtime.Object) (runtime.Object, error)
+	From     func(context.Context, runtime.Object) (runtime.Object, error)
 }
 
 // NamespaceLabels returns the labels of a namespace, for namespace selectors.

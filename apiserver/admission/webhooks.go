@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"slices"
 	"sort"
 	"sync"
@@ -32,6 +33,7 @@ type Hook struct {
 	configuration string
 	rules         []admissionregistrationv1.RuleWithOperations
 	failOpen      bool // failurePolicy Ignore
+	matchPolicy   *admissionregistrationv1.MatchPolicyType
 	nsSelector    *metav1.LabelSelector
 	objSelector   *metav1.LabelSelector
 	sideEffects   admissionregistrationv1.SideEffectClass
@@ -106,7 +108,7 @@ func ValidatingHooks(cfgs []*admissionregistrationv1.ValidatingWebhookConfigurat
 	for _, c := range cfgs {
 		for _, w := range c.Webhooks {
 			h := newHook(c.Name, w.Name, w.ClientConfig, w.FailurePolicy, w.TimeoutSeconds, w.AdmissionReviewVersions, w.MatchConditions, resolve)
-			h.rules, h.nsSelector, h.objSelector = w.Rules, w.NamespaceSelector, w.ObjectSelector
+			h.rules, h.nsSelector, h.objSelector, h.matchPolicy = w.Rules, w.NamespaceSelector, w.ObjectSelector, w.MatchPolicy
 			if w.SideEffects != nil {
 				h.sideEffects = *w.SideEffects
 			}
@@ -123,7 +125,7 @@ func MutatingHooks(cfgs []*admissionregistrationv1.MutatingWebhookConfiguration,
 	for _, c := range cfgs {
 		for _, w := range c.Webhooks {
 			h := newHook(c.Name, w.Name, w.ClientConfig, w.FailurePolicy, w.TimeoutSeconds, w.AdmissionReviewVersions, w.MatchConditions, resolve)
-			h.rules, h.nsSelector, h.objSelector = w.Rules, w.NamespaceSelector, w.ObjectSelector
+			h.rules, h.nsSelector, h.objSelector, h.matchPolicy = w.Rules, w.NamespaceSelector, w.ObjectSelector, w.MatchPolicy
 			if w.SideEffects != nil {
 				h.sideEffects = *w.SideEffects
 			}
@@ -138,8 +140,6 @@ func MutatingHooks(cfgs []*admissionregistrationv1.MutatingWebhookConfiguration,
 type Request struct {
 	*Attributes
 	NamespaceLabels NamespaceLabels
-	// New returns an empty object of the request's kind, for a mutated object to decode into.
-	New func() runtime.Object
 	// Warnings collects what webhooks answered as warnings.
 	Warnings []string
 	vars     map[string]any
@@ -160,35 +160,47 @@ func fail(h *Hook, err error) error {
 	return apierrors.NewInternalError(callErr(h, err))
 }
 
-// matches decides whether h sees the request: rules, selectors, then match conditions. A
-// condition that cannot be evaluated fails per the failure policy.
-func (r *Request) matches(ctx context.Context, h *Hook) (bool, error) {
-	if !RulesMatch(h.rules, r.Attributes) {
-		return false, nil
+// matches decides whether h sees the request, and at which version: rules (with its match
+// policy), selectors, then match conditions. A condition that cannot be evaluated, or a
+// conversion to the version it names that fails, fails per the failure policy.
+func (r *Request) matches(ctx context.Context, h *Hook) (*Attributes, *Version, error) {
+	v, ok := MatchingVersion(h.rules, h.matchPolicy, r.Attributes)
+	if !ok {
+		return nil, nil, nil
 	}
 	ok, err := NamespaceSelected(ctx, h.nsSelector, r.Attributes, r.NamespaceLabels)
 	if err != nil || !ok {
-		return false, err
+		return nil, nil, err
 	}
 	if ok, err = ObjectSelected(h.objSelector, r.Attributes); err != nil || !ok {
-		return false, err
+		return nil, nil, err
 	}
-	if h.broken != nil {
-		return true, nil // called, to fail per its policy
-	}
-	if h.conditions.Empty() {
-		return true, nil
-	}
-	if r.vars == nil {
-		if r.vars, err = Variables(r.Attributes); err != nil {
-			return false, err
+	view := r.Attributes
+	if v != nil {
+		if view, err = r.Attributes.AsVersion(ctx, *v); err != nil {
+			return nil, nil, fail(h, err)
 		}
 	}
-	ok, err = h.conditions.Match(r.vars)
-	if err != nil {
-		return false, fail(h, err)
+	if h.broken != nil || h.conditions.Empty() {
+		return view, v, nil // a broken hook is called, to fail per its policy
 	}
-	return ok, nil
+	vars := r.vars
+	if vars == nil || v != nil {
+		if vars, err = Variables(view); err != nil {
+			return nil, nil, err
+		}
+		if v == nil {
+			r.vars = vars
+		}
+	}
+	ok, err = h.conditions.Match(vars)
+	switch {
+	case err != nil:
+		return nil, nil, fail(h, err)
+	case !ok:
+		return nil, nil, nil
+	}
+	return view, v, nil
 }
 
 // dryRunSafe refuses a dry run for webhooks that may have side effects.
@@ -212,17 +224,17 @@ type review struct {
 
 // call sends the request to h and checks the answer: the same version and kind, the request's
 // uid; a validating webhook may not patch.
-func (r *Request) call(ctx context.Context, h *Hook, mutating bool) (*admissionv1.AdmissionResponse, error) {
+func (r *Request) call(ctx context.Context, h *Hook, view *Attributes, mutating bool) (*admissionv1.AdmissionResponse, error) {
 	if h.broken != nil {
 		return nil, h.broken
 	}
 	uid := string(uuid.NewUUID())
-	req := request(r.Attributes, uid)
+	req := request(view, uid)
 	var err error
-	if req.Object.Raw, err = rawJSON(r.Object); err != nil {
+	if req.Object.Raw, err = rawJSON(view.Object); err != nil {
 		return nil, err
 	}
-	if req.OldObject.Raw, err = rawJSON(r.OldObject); err != nil {
+	if req.OldObject.Raw, err = rawJSON(view.OldObject); err != nil {
 		return nil, err
 	}
 	apiVersion := "admission.k8s.io/" + h.reviews
@@ -287,16 +299,17 @@ func denied(h *Hook, result *metav1.Status) error {
 // first refusal in their order.
 func (r *Request) Validate(ctx context.Context, hooks Hooks) error {
 	var relevant Hooks
+	var views []*Attributes
 	for _, h := range hooks {
-		ok, err := r.matches(ctx, h)
+		view, _, err := r.matches(ctx, h)
 		if err != nil {
 			return err
 		}
-		if ok {
+		if view != nil {
 			if err := r.dryRunSafe(h); err != nil {
 				return err
 			}
-			relevant = append(relevant, h)
+			relevant, views = append(relevant, h), append(views, view)
 		}
 	}
 	if len(relevant) == 0 {
@@ -308,7 +321,7 @@ func (r *Request) Validate(ctx context.Context, hooks Hooks) error {
 	for i, h := range relevant {
 		wg.Go(func() {
 			sub := &Request{Attributes: r.Attributes}
-			resp, err := sub.call(ctx, h, false)
+			resp, err := sub.call(ctx, h, views[i], false)
 			warnings[i] = sub.Warnings
 			switch {
 			case err != nil:
@@ -339,15 +352,15 @@ func (r *Request) Mutate(ctx context.Context, hooks Hooks) (bool, error) {
 	lastChange := -1 // index in calls of the last call that changed the object
 	var calls []*Hook
 	run := func(h *Hook) error {
-		ok, err := r.matches(ctx, h)
-		if err != nil || !ok {
+		view, version, err := r.matches(ctx, h)
+		if err != nil || view == nil {
 			return err
 		}
 		if err := r.dryRunSafe(h); err != nil {
 			return err
 		}
 		calls = append(calls, h)
-		resp, err := r.call(ctx, h, true)
+		resp, err := r.call(ctx, h, view, true)
 		if err != nil {
 			return fail(h, err)
 		}
@@ -360,9 +373,14 @@ func (r *Request) Mutate(ctx context.Context, hooks Hooks) (bool, error) {
 		if r.Object == nil {
 			return apierrors.NewInternalError(fmt.Errorf("admission webhook %q attempted to modify the object, which is not supported for this operation", h.Name))
 		}
-		mutated, diff, err := r.applyPatch(resp.Patch)
+		mutated, diff, err := applyPatch(view.Object, resp.Patch)
 		if err != nil {
 			return apierrors.NewInternalError(fmt.Errorf("admission webhook %q returned an invalid patch: %v", h.Name, err))
+		}
+		if diff && version != nil {
+			if mutated, err = version.From(ctx, mutated); err != nil {
+				return apierrors.NewInternalError(err)
+			}
 		}
 		if diff {
 			r.Object, r.vars = mutated, nil
@@ -390,13 +408,13 @@ func (r *Request) Mutate(ctx context.Context, hooks Hooks) (bool, error) {
 	return changed, nil
 }
 
-// applyPatch applies a JSON patch to the object and decodes the result as its kind.
-func (r *Request) applyPatch(patch []byte) (runtime.Object, bool, error) {
+// applyPatch applies a JSON patch to obj and decodes the result as obj's type.
+func applyPatch(obj runtime.Object, patch []byte) (runtime.Object, bool, error) {
 	p, err := jsonpatch.DecodePatch(patch)
 	if err != nil {
 		return nil, false, err
 	}
-	cur, err := json.Marshal(r.Object)
+	cur, err := json.Marshal(obj)
 	if err != nil {
 		return nil, false, err
 	}
@@ -405,12 +423,12 @@ func (r *Request) applyPatch(patch []byte) (runtime.Object, bool, error) {
 		return nil, false, err
 	}
 	if jsonpatch.Equal(cur, next) {
-		return r.Object, false, nil
+		return obj, false, nil
 	}
-	out := r.New()
+	out := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(runtime.Object)
 	if err := json.Unmarshal(next, out); err != nil {
 		return nil, false, err
 	}
-	out.GetObjectKind().SetGroupVersionKind(r.Object.GetObjectKind().GroupVersionKind())
+	out.GetObjectKind().SetGroupVersionKind(obj.GetObjectKind().GroupVersionKind())
 	return out, true, nil
 }

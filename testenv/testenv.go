@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kplane/kplane/apiserver"
 	"github.com/kplane/kplane/client"
@@ -91,6 +92,10 @@ func start(t testing.TB, opts ...Option) (*Env, error) {
 	o := apiserver.DefaultOptions()
 	o.DataDir, o.WriteKubeconfig = filepath.Join(env.Dir, "data"), env.Kubeconfig
 	o.SecurePort, o.EtcdNoFsync, o.Profiling = 0, true, false
+	// A fresh etcd member elects itself within one to six raft ticks, most of the start at
+	// the default 20 ms tick (bench/README.md, testenv); 200 idle wake-ups a second are
+	// nothing for a test.
+	o.EtcdTick = 5 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	api, err := apiserver.Start(ctx, o)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -33,8 +34,9 @@ type Env struct {
 	// removed when the test ends.
 	Dir string
 
-	stopOnce sync.Once
-	stop     func() error
+	stopOnce  sync.Once
+	stop      func() error
+	removeDir bool // New's temporary dir; Start's is t's to remove
 }
 
 // Start starts an apiserver with its own embedded etcd, a free port and its data in
@@ -45,22 +47,49 @@ type Env struct {
 // ended and its data dir removed.
 func Start(t testing.TB, opts ...Option) *Env {
 	t.Helper()
-	env, err := start(t, opts...)
+	env, err := start(opts, t.TempDir())
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("testenv: stop: %v", err)
+		}
+	})
 	return env
+}
+
+// New is Start for code with no testing.TB at hand (TestMain, a Ginkgo BeforeSuite): its data
+// dir is a new temporary directory, and the caller calls Stop, which removes it. A failure
+// is returned as Start would report it, with nothing left running.
+func New(opts ...Option) (*Env, error) {
+	dir, err := os.MkdirTemp("", "kplane-testenv-")
+	if err != nil {
+		return nil, fmt.Errorf("testenv: %w", err)
+	}
+	env, err := start(opts, dir)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("testenv: %w", err), os.RemoveAll(dir))
+	}
+	env.removeDir = true
+	return env, nil
 }
 
 // Stop stops the Env before its test ends (Start's cleanup does it otherwise); it returns
 // once every goroutine of the Env has ended. Calling it again does nothing.
 func (e *Env) Stop() error {
 	var err error
-	e.stopOnce.Do(func() { err = e.stop() })
+	e.stopOnce.Do(func() {
+		err = e.stop()
+		if e.removeDir {
+			err = errors.Join(err, os.RemoveAll(e.Dir))
+		}
+	})
 	return err
 }
 
-func start(t testing.TB, opts ...Option) (*Env, error) {
+// start starts an Env in dir; on failure, what it started is stopped.
+func start(opts []Option, dir string) (env *Env, err error) {
 	s := &settings{timeout: DefaultTimeout}
 	for _, o := range opts {
 		o(s)
@@ -87,7 +116,7 @@ func start(t testing.TB, opts ...Option) (*Env, error) {
 		return nil, err
 	}
 
-	env := &Env{Dir: t.TempDir()}
+	env = &Env{Dir: dir}
 	env.Kubeconfig = filepath.Join(env.Dir, "kubeconfig")
 	o := apiserver.DefaultOptions()
 	o.DataDir, o.WriteKubeconfig = filepath.Join(env.Dir, "data"), env.Kubeconfig
@@ -126,11 +155,12 @@ func start(t testing.TB, opts ...Option) (*Env, error) {
 		defer mu.Unlock()
 		return errors.Join(append(roleErrs, err)...)
 	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("testenv: stop: %v", err)
+	started := env // the returns below set env to nil
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, started.Stop())
 		}
-	})
+	}()
 
 	if err := inprocess.WaitReady(ctx, api, s.timeout); err != nil {
 		return nil, err

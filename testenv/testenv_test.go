@@ -273,3 +273,24 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// New, for code without a testing.TB: the same Env, stopped by the caller, its dir removed.
+func TestNewWithoutTestingTB(t *testing.T) {
+	t.Parallel()
+	env, err := testenv.New(testenv.WithoutControllers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kubernetes.NewForConfigOrDie(env.Config).CoreV1().Namespaces().Get(context.Background(), "default", metav1.GetOptions{}); err != nil {
+		t.Error(err)
+	}
+	if err := env.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(env.Dir); !os.IsNotExist(err) {
+		t.Errorf("data dir %s after Stop: %v, want it removed", env.Dir, err)
+	}
+	if _, err := testenv.New(testenv.WithCRDs("testdata/invalid")); err == nil || !strings.Contains(err.Error(), "nogroup.yaml") {
+		t.Errorf("New with an invalid CRD: %v", err)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -49,19 +50,6 @@ func StartEmbedded(opts EmbeddedOptions) (*Etcd, error) {
 	cfg.Dir = filepath.Join(opts.Dir, "etcd")
 	cfg.UnsafeNoFsync = opts.NoFsync
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	// The member only talks to this process, but etcd insists on client and peer listeners:
-	// give it free loopback ports.
-	clientURL, err := freeLoopbackURL()
-	if err != nil {
-		return nil, err
-	}
-	peerURL, err := freeLoopbackURL()
-	if err != nil {
-		return nil, err
-	}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{clientURL}, []url.URL{clientURL}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peerURL}, []url.URL{peerURL}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	// A member with no peers elects itself: a short election timeout makes a restart ready in
 	// a fraction of the default second.
 	tick := uint(20)
@@ -69,9 +57,29 @@ func StartEmbedded(opts EmbeddedOptions) (*Etcd, error) {
 		tick = uint(max(opts.Tick.Milliseconds(), 1))
 	}
 	cfg.TickMs, cfg.ElectionMs = tick, 5*tick
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("start embedded etcd: %w", err)
+	// The member only talks to this process, but etcd insists on client and peer listeners:
+	// give it free loopback ports. Between finding a port free and etcd binding it another
+	// process may take it (many test binaries starting members at once): then try others.
+	var e *embed.Etcd
+	for attempt := 1; ; attempt++ {
+		clientURL, err := freeLoopbackURL()
+		if err != nil {
+			return nil, err
+		}
+		peerURL, err := freeLoopbackURL()
+		if err != nil {
+			return nil, err
+		}
+		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{clientURL}, []url.URL{clientURL}
+		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peerURL}, []url.URL{peerURL}
+		cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+		e, err = embed.StartEtcd(cfg)
+		if err == nil {
+			break
+		}
+		if attempt == 3 || !errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("start embedded etcd: %w", err)
+		}
 	}
 	select {
 	case <-e.Server.ReadyNotify():

@@ -14,6 +14,9 @@
 // WithMutatingWebhooks exist. t.Cleanup stops the Env: every goroutine it started has ended
 // and its data dir is removed when the test ends.
 //
+// New starts the same Env without a testing.TB (TestMain, a Ginkgo BeforeSuite); its caller
+// calls Stop.
+//
 // Controllers: namespace deletion and garbage collection run by default (DefaultControllers);
 // WithControllers chooses others by the names of `kplane controller-manager --controllers`,
 // WithoutControllers runs none. The scheduler (WithScheduler) and the node agent (WithNode),

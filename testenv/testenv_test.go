@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kplane/kplane/internal/testserver"
 	"github.com/kplane/kplane/testenv"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -129,7 +130,7 @@ func TestNamespaceDeletionAndGarbageCollection(t *testing.T) {
 	if err := cs.CoreV1().ConfigMaps("doomed").Delete(ctx, "owner", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the dependent ConfigMap collected", func() bool {
+	testserver.Eventually(t, "the dependent ConfigMap collected", 15*time.Second, func() bool {
 		_, err := cs.CoreV1().ConfigMaps("doomed").Get(ctx, "dependent", metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
@@ -139,7 +140,7 @@ func TestNamespaceDeletionAndGarbageCollection(t *testing.T) {
 	if err := cs.CoreV1().Namespaces().Delete(ctx, "doomed", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the namespace deleted", func() bool {
+	testserver.Eventually(t, "the namespace deleted", 15*time.Second, func() bool {
 		_, err := cs.CoreV1().Namespaces().Get(ctx, "doomed", metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
@@ -260,37 +261,5 @@ func TestStopLeavesNothingBehind(t *testing.T) {
 	if now > before {
 		buf := make([]byte, 1<<20)
 		t.Errorf("%d goroutines before Start, %d after the test ended:\n%s", before, now, buf[:runtime.Stack(buf, true)])
-	}
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// New, for code without a testing.TB: the same Env, stopped by the caller, its dir removed.
-func TestNewWithoutTestingTB(t *testing.T) {
-	t.Parallel()
-	env, err := testenv.New(testenv.WithoutControllers())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kubernetes.NewForConfigOrDie(env.Config).CoreV1().Namespaces().Get(context.Background(), "default", metav1.GetOptions{}); err != nil {
-		t.Error(err)
-	}
-	if err := env.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(env.Dir); !os.IsNotExist(err) {
-		t.Errorf("data dir %s after Stop: %v, want it removed", env.Dir, err)
-	}
-	if _, err := testenv.New(testenv.WithCRDs("testdata/invalid")); err == nil || !strings.Contains(err.Error(), "nogroup.yaml") {
-		t.Errorf("New with an invalid CRD: %v", err)
 	}
 }

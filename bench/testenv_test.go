@@ -8,7 +8,6 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -123,7 +122,7 @@ func startReference(b *testing.B, bin string) (time.Duration, float64) {
 	must(b, os.WriteFile(filepath.Join(dir, "sa.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600))
 	must(b, os.WriteFile(filepath.Join(dir, "sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o600))
 	must(b, os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte("reftoken,admin,admin,system:masters\n"), 0o600))
-	etcdPort, peerPort, apiPort := freePort(b), freePort(b), freePort(b)
+	etcdPort, peerPort, apiPort := freeTCPPort(b), freeTCPPort(b), freeTCPPort(b)
 	t0 := time.Now()
 	etcd := exec.Command(filepath.Join(bin, "etcd"), "--data-dir", filepath.Join(dir, "etcd"),
 		"--listen-client-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdPort), "--advertise-client-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdPort),
@@ -162,15 +161,6 @@ func startReference(b *testing.B, bin string) (time.Duration, float64) {
 	}
 	took := time.Since(t0)
 	return took, rssMB(api.Process.Pid) + rssMB(etcd.Process.Pid)
-}
-
-func freePort(b *testing.B) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func must(b *testing.B, err error) {

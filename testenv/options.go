@@ -84,7 +84,9 @@ func WithScheduler() Option {
 }
 
 // WithNode runs kplane's node agent: a Node that runs its pods' containers as processes of
-// this machine. With WithScheduler, pods run.
+// this machine. With WithScheduler, pods run; a pod that mounts its service-account token
+// (the default) also needs the namespace's ServiceAccount, made by the serviceaccount
+// controller (WithControllers("*"), or name it beside DefaultControllers).
 func WithNode() Option {
 	return func(s *settings) { s.node = true }
 }

@@ -263,3 +263,30 @@ func TestStopLeavesNothingBehind(t *testing.T) {
 		t.Errorf("%d goroutines before Start, %d after the test ended:\n%s", before, now, buf[:runtime.Stack(buf, true)])
 	}
 }
+
+// With the scheduler and the node agent, a pod runs (as a process of this machine) and its
+// deletion completes.
+func TestSchedulerAndNode(t *testing.T) {
+	t.Parallel()
+	env := testenv.Start(t, testenv.WithScheduler(), testenv.WithNode())
+	ctx := context.Background()
+	cs := kubernetes.NewForConfigOrDie(env.Config)
+	// No service-account token: the default controllers do not make the namespace's
+	// ServiceAccount (WithControllers("*") does).
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "sleeper"}, Spec: corev1.PodSpec{AutomountServiceAccountToken: new(false),
+		Containers: []corev1.Container{{Name: "c", Image: "busybox", Command: []string{"/bin/sh", "-c", "sleep 60"}}}}}
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testserver.Eventually(t, "the pod running", 15*time.Second, func() bool {
+		p, err := cs.CoreV1().Pods("default").Get(ctx, "sleeper", metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning
+	})
+	if err := cs.CoreV1().Pods("default").Delete(ctx, "sleeper", metav1.DeleteOptions{GracePeriodSeconds: new(int64(1))}); err != nil {
+		t.Fatal(err)
+	}
+	testserver.Eventually(t, "the pod gone", 15*time.Second, func() bool {
+		_, err := cs.CoreV1().Pods("default").Get(ctx, "sleeper", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+}

@@ -2,9 +2,11 @@ package apiserver
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"strconv"
+	"sync"
 
 	"github.com/kplane/kplane/apiserver/registry"
 	"github.com/kplane/kplane/storage"
@@ -36,20 +38,15 @@ var (
 // server, so that in-cluster clients reach it through the service's ClusterIP. The port may
 // differ from one start to the next (--secure-port 0): each start writes the current one.
 func (s *Server) bootstrap(ctx context.Context) error {
-	if err := s.bootstrapAPIObjects(ctx); err != nil {
-		return err
-	}
-	namespaces := s.resources[namespacesGVR]
+	var objs []ensured
 	for _, name := range []string{"default", "kube-system", "kube-public", "kube-node-lease"} {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		if err := s.ensure(ctx, namespaces, ns, nil); err != nil {
-			return err
-		}
+		objs = append(objs, ensured{s.resources[namespacesGVR], &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}})
 	}
 	for _, pc := range registry.SystemPriorityClasses() {
-		if err := s.ensure(ctx, s.resources[priorityClassesGVR], pc, nil); err != nil {
-			return err
-		}
+		objs = append(objs, ensured{s.resources[priorityClassesGVR], pc})
+	}
+	if err := s.ensureAll(ctx, append(s.bootstrapAPIObjects(), objs...)); err != nil {
+		return err
 	}
 	if err := s.ensureDefaultServiceCIDR(ctx); err != nil {
 		return err
@@ -111,28 +108,41 @@ func (s *Server) bootstrap(ctx context.Context) error {
 	})
 }
 
-// bootstrapAPIObjects creates the API objects kube-apiserver registers at start: a local
+// bootstrapAPIObjects lists the API objects kube-apiserver registers at start: a local
 // APIService per served group version, and the mandatory FlowSchemas and
 // PriorityLevelConfigurations. They are created when missing and otherwise left as they are
 // (kube-apiserver too leaves its "onstart" APIServices to their users).
-func (s *Server) bootstrapAPIObjects(ctx context.Context) error {
-	apiServices := s.resources[apiServicesGVR]
+func (s *Server) bootstrapAPIObjects() []ensured {
+	var objs []ensured
 	for _, gv := range s.groupVersions() {
-		if err := s.ensure(ctx, apiServices, registry.LocalAPIService(gv), nil); err != nil {
-			return err
-		}
+		objs = append(objs, ensured{s.resources[apiServicesGVR], registry.LocalAPIService(gv)})
 	}
 	for _, pl := range registry.MandatoryPriorityLevels() {
-		if err := s.ensure(ctx, s.resources[priorityLevelsGVR], pl, nil); err != nil {
-			return err
-		}
+		objs = append(objs, ensured{s.resources[priorityLevelsGVR], pl})
 	}
 	for _, fs := range registry.MandatoryFlowSchemas() {
-		if err := s.ensure(ctx, s.resources[flowSchemasGVR], fs, nil); err != nil {
-			return err
-		}
+		objs = append(objs, ensured{s.resources[flowSchemasGVR], fs})
 	}
-	return nil
+	return objs
+}
+
+// ensured is an object bootstrap creates when it is missing.
+type ensured struct {
+	res *resource
+	obj storage.Object
+}
+
+// ensureAll ensures every object at once: they are independent, and etcd commits concurrent
+// writes in shared rounds, where one after another each waits for its own (on a fresh data
+// dir, most of the time from start to ready).
+func (s *Server) ensureAll(ctx context.Context, objs []ensured) error {
+	errs := make([]error, len(objs))
+	var wg sync.WaitGroup
+	for i, o := range objs {
+		wg.Go(func() { errs[i] = s.ensure(ctx, o.res, o.obj, nil) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // ensure creates obj when it does not exist; when it does and fix is not nil, fix brings the

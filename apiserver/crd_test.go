@@ -232,6 +232,18 @@ func TestCustomResources(t *testing.T) {
 		}
 	})
 
+	t.Run("delete with the group's DeleteOptions", func(t *testing.T) {
+		// client-go (controller-runtime's Delete) sends DeleteOptions in the resource's group.
+		do(t, "POST", base, w("d", "red"))
+		opts := fmt.Sprintf(`{"apiVersion":"%s/v1","kind":"DeleteOptions","propagationPolicy":"Background"}`, g)
+		if r := do(t, "DELETE", base+"/d", opts); r.code != http.StatusOK {
+			t.Errorf("delete: %d %s", r.code, r.body)
+		}
+		if r := do(t, "DELETE", base+"/d", `{"kind":"DeleteOptions","propagationPolicy":7}`); r.code != http.StatusBadRequest {
+			t.Errorf("delete with a bad body: %d %s, want 400", r.code, r.body)
+		}
+	})
+
 	t.Run("server-side apply", func(t *testing.T) {
 		body := fmt.Sprintf("apiVersion: %s/v1\nkind: Widget\nmetadata: {name: applied}\nspec: {color: red, replicas: 2}\n", g)
 		r := do(t, "PATCH", base+"/applied?fieldManager=alice", body, "Content-Type", "application/apply-patch+yaml")

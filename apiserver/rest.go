@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
 )
 
 var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
@@ -559,7 +560,14 @@ func parseDeleteOptions(r *http.Request) (*metav1.DeleteOptions, error) {
 		case mimeYAML:
 			dec = yamlSerializer
 		}
-		if _, _, err := dec.Decode(body, &gvk, opts); err != nil {
+		_, _, err := dec.Decode(body, &gvk, opts)
+		if runtime.IsNotRegisteredError(err) && dec != protobufSerializer {
+			// Kubernetes serves DeleteOptions in every group version, and client-go sends the
+			// resource's own (example.com/v1 of a custom resource, as controller-runtime's
+			// Delete does); the scheme knows meta's only. The fields are the same in all.
+			err = yaml.Unmarshal(body, opts)
+		}
+		if err != nil {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid DeleteOptions: %v", err))
 		}
 	}

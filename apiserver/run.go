@@ -43,6 +43,8 @@ type Options struct {
 	Cache              storage.CacheOptions
 	// EtcdNoFsync skips fsync in the embedded etcd (tests and benchmarks only).
 	EtcdNoFsync bool
+	// EtcdTick is the embedded etcd's raft tick (0: its default; see storage.EmbeddedOptions).
+	EtcdTick time.Duration
 	// Profiling serves /debug/pprof (kube-apiserver's --profiling, on by default).
 	Profiling bool
 }
@@ -166,7 +168,7 @@ func Start(ctx context.Context, o Options) (*Instance, error) {
 	if len(o.EtcdServers) > 0 {
 		etcd, err = storage.Connect(ctx, o.EtcdServers)
 	} else {
-		etcd, err = storage.StartEmbedded(storage.EmbeddedOptions{Dir: o.DataDir, NoFsync: o.EtcdNoFsync})
+		etcd, err = storage.StartEmbedded(storage.EmbeddedOptions{Dir: o.DataDir, NoFsync: o.EtcdNoFsync, Tick: o.EtcdTick})
 	}
 	if err != nil {
 		return nil, err

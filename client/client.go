@@ -98,6 +98,10 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
+// CloseIdleConnections closes the connections this client (and the copies WithUserAgent made)
+// keeps open, so that a program that stops using a server leaves no connection goroutines.
+func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
+
 // CAData is the PEM this client verifies the server's certificate with (nil: none given).
 func (c *Client) CAData() []byte { return c.caData }
 

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -32,6 +33,10 @@ type EmbeddedOptions struct {
 	Dir string
 	// NoFsync trades durability for speed; for tests only.
 	NoFsync bool
+	// Tick is raft's tick (0: 20 ms); the election timeout is five ticks. A fresh member
+	// elects itself within one to six ticks, the longest part of its start: tests that start
+	// a member each shorten it, at the cost of more idle wake-ups (one per tick).
+	Tick time.Duration
 }
 
 // StartEmbedded starts an etcd member with its data under opts.Dir (created if missing, reused
@@ -45,25 +50,36 @@ func StartEmbedded(opts EmbeddedOptions) (*Etcd, error) {
 	cfg.Dir = filepath.Join(opts.Dir, "etcd")
 	cfg.UnsafeNoFsync = opts.NoFsync
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	// The member only talks to this process, but etcd insists on client and peer listeners:
-	// give it free loopback ports.
-	clientURL, err := freeLoopbackURL()
-	if err != nil {
-		return nil, err
-	}
-	peerURL, err := freeLoopbackURL()
-	if err != nil {
-		return nil, err
-	}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{clientURL}, []url.URL{clientURL}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peerURL}, []url.URL{peerURL}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	// A member with no peers elects itself: a short election timeout makes a restart ready in
 	// a fraction of the default second.
-	cfg.TickMs, cfg.ElectionMs = 20, 100
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("start embedded etcd: %w", err)
+	tick := uint(20)
+	if opts.Tick > 0 {
+		tick = uint(max(opts.Tick.Milliseconds(), 1))
+	}
+	cfg.TickMs, cfg.ElectionMs = tick, 5*tick
+	// The member only talks to this process, but etcd insists on client and peer listeners:
+	// give it free loopback ports. Between finding a port free and etcd binding it another
+	// process may take it (many test binaries starting members at once): then try others.
+	var e *embed.Etcd
+	for attempt := 1; ; attempt++ {
+		clientURL, err := freeLoopbackURL()
+		if err != nil {
+			return nil, err
+		}
+		peerURL, err := freeLoopbackURL()
+		if err != nil {
+			return nil, err
+		}
+		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{clientURL}, []url.URL{clientURL}
+		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peerURL}, []url.URL{peerURL}
+		cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+		e, err = embed.StartEtcd(cfg)
+		if err == nil {
+			break
+		}
+		if attempt == 3 || !errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("start embedded etcd: %w", err)
+		}
 	}
 	select {
 	case <-e.Server.ReadyNotify():

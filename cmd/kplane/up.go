@@ -16,10 +16,9 @@ import (
 	"time"
 
 	"github.com/kplane/kplane/apiserver"
-	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller/manager"
-	"github.com/kplane/kplane/controller/serviceaccounttoken"
 	"github.com/kplane/kplane/controller/servicelb"
+	"github.com/kplane/kplane/internal/inprocess"
 	"github.com/kplane/kplane/node"
 	"github.com/kplane/kplane/proxy"
 	"github.com/kplane/kplane/scheduler"
@@ -176,34 +175,17 @@ func runUp(ctx context.Context, o apiserver.Options, proxyMode string, lb lbRang
 	if err != nil {
 		return err
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !api.Server.Ready() {
-		if time.Now().After(deadline) {
-			cancel()
-			_ = api.Wait()
-			return errors.New("up: the apiserver did not become ready within 30s")
-		}
-		time.Sleep(5 * time.Millisecond)
+	if err := inprocess.WaitReady(ctx, api, 30*time.Second); err != nil {
+		cancel()
+		_ = api.Wait()
+		return fmt.Errorf("up: %w", err)
 	}
 
-	cm := manager.DefaultOptions()
-	cm.Kubeconfig, cm.LeaderElect, cm.SecurePort = o.WriteKubeconfig, false, 0
-	// The same reasoning as for the node agent and the scheduler below: kube-controller-manager's
-	// 20 QPS would hold a Job of 1000 pods (a create and a finalizer removal each) to ~100 s
-	// against an apiserver that is in this process.
-	cm.KubeAPIQPS, cm.KubeAPIBurst = 1000, 2000
-	// The token controller signs with the apiserver's own key, and kube-root-ca.crt publishes
-	// the certificate the apiserver answers TLS with (to in-cluster clients, through the
-	// kubernetes service), as kube-controller-manager is set up beside kube-apiserver.
-	cm.RootCAFile = api.CAFile
-	if tokens, ok := manager.OptionsOf[*serviceaccounttoken.Options](cm, serviceaccounttoken.Name); ok {
-		tokens.ServiceAccountKeyFile = api.ServiceAccountKeyFile
-	}
+	cm := inprocess.ControllerManager(api, o.WriteKubeconfig)
 	if lbOpts, ok := manager.OptionsOf[*servicelb.Options](cm, servicelb.Name); ok {
 		lbOpts.LoadBalancerIPRange = lbRange
 	}
-	sched := scheduler.DefaultOptions()
-	sched.Kubeconfig, sched.LeaderElect = o.WriteKubeconfig, false
+	sched := inprocess.Scheduler(o.WriteKubeconfig)
 	px := proxy.DefaultOptions()
 	px.Kubeconfig, px.ProxyMode = o.WriteKubeconfig, proxyMode
 	// On one machine a change should reach the data path at once, not after kube-proxy's
@@ -216,16 +198,8 @@ func runUp(ctx context.Context, o apiserver.Options, proxyMode string, lb lbRang
 	if o.SecurePort == 0 {
 		px.HealthzBindAddress, px.MetricsBindAddress = "127.0.0.1:0", "127.0.0.1:0"
 	}
-	nd := node.DefaultOptions()
-	nd.Kubeconfig, nd.DataDir = o.WriteKubeconfig, filepath.Join(o.DataDir, "node")
-	nd.PodCIDR = ranges.PodCIDR
-	// A free port rather than the kubelet's 10250, which a real kubelet or a second `kplane up`
-	// may hold; the apiserver finds the port in the Node's status.
-	nd.Port = 0
-	// The node agent and the scheduler write a few times per pod; their usual client limits
-	// (50 QPS, as kubelet and kube-scheduler) would make a burst of 100 pods wait seconds for
-	// an apiserver that is in this very process and idle.
-	local, err := client.FromKubeconfig(o.WriteKubeconfig, 1000, 2000)
+	nd := inprocess.Node(o.WriteKubeconfig, filepath.Join(o.DataDir, "node"), ranges.PodCIDR)
+	local, err := inprocess.Client(o.WriteKubeconfig)
 	if err != nil {
 		cancel()
 		_ = api.Wait()

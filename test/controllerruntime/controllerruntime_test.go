@@ -14,113 +14,19 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/kplane/kplane/internal/testserver"
+	"github.com/kplane/kplane/test/controllerruntime/guestbook"
 	corev1 "k8s.io/api/core/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
-
-var groupVersion = schema.GroupVersion{Group: "webapp.example.com", Version: "v1"}
-
-// Guestbook is the custom type, written as kubebuilder would generate it.
-type Guestbook struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              GuestbookSpec   `json:"spec,omitempty"`
-	Status            GuestbookStatus `json:"status,omitempty"`
-}
-
-type GuestbookSpec struct {
-	Replicas int32  `json:"replicas,omitempty"`
-	Greeting string `json:"greeting,omitempty"`
-}
-
-type GuestbookStatus struct {
-	ObservedReplicas int32 `json:"observedReplicas,omitempty"`
-}
-
-type GuestbookList struct {
-	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []Guestbook `json:"items"`
-}
-
-func (g *Guestbook) DeepCopyObject() runtime.Object {
-	out := *g
-	g.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
-	return &out
-}
-
-func (l *GuestbookList) DeepCopyObject() runtime.Object {
-	out := *l
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
-	out.Items = make([]Guestbook, len(l.Items))
-	for i := range l.Items {
-		out.Items[i] = *l.Items[i].DeepCopyObject().(*Guestbook)
-	}
-	return &out
-}
-
-func guestbookCRD() *apiextv1.CustomResourceDefinition {
-	return &apiextv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "guestbooks.webapp.example.com"},
-		Spec: apiextv1.CustomResourceDefinitionSpec{
-			Group: groupVersion.Group, Scope: apiextv1.NamespaceScoped,
-			Names: apiextv1.CustomResourceDefinitionNames{Plural: "guestbooks", Singular: "guestbook", Kind: "Guestbook", ListKind: "GuestbookList"},
-			Versions: []apiextv1.CustomResourceDefinitionVersion{{
-				Name: "v1", Served: true, Storage: true,
-				Subresources: &apiextv1.CustomResourceSubresources{Status: &apiextv1.CustomResourceSubresourceStatus{}},
-				Schema: &apiextv1.CustomResourceValidation{OpenAPIV3Schema: &apiextv1.JSONSchemaProps{
-					Type: "object",
-					Properties: map[string]apiextv1.JSONSchemaProps{
-						"spec": {Type: "object", Properties: map[string]apiextv1.JSONSchemaProps{
-							"replicas": {Type: "integer", Minimum: new(float64(0))},
-							"greeting": {Type: "string", Default: &apiextv1.JSON{Raw: []byte(`"hello"`)}},
-						}},
-						"status": {Type: "object", Properties: map[string]apiextv1.JSONSchemaProps{
-							"observedReplicas": {Type: "integer"},
-						}},
-					},
-				}},
-			}},
-		},
-	}
-}
-
-// reconciler keeps a ConfigMap per Guestbook holding its replicas and greeting, and reports
-// the replicas it saw in the Guestbook's status.
-type reconciler struct{ client.Client }
-
-func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	var gb Guestbook
-	if err := r.Get(ctx, req.NamespacedName, &gb); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
-	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "gb-" + gb.Name, Namespace: gb.Namespace}}
-	if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, cm, func() error {
-		cm.Data = map[string]string{"replicas": strconv.Itoa(int(gb.Spec.Replicas)), "greeting": gb.Spec.Greeting}
-		return controllerutil.SetControllerReference(&gb, cm, r.Scheme())
-	}); err != nil {
-		return reconcile.Result{}, err
-	}
-	if gb.Status.ObservedReplicas != gb.Spec.Replicas {
-		gb.Status.ObservedReplicas = gb.Spec.Replicas
-		if err := r.Status().Update(ctx, &gb); err != nil {
-			return reconcile.Result{}, err
-		}
-	}
-	return reconcile.Result{}, nil
-}
 
 func TestManagerReconcilesCustomResources(t *testing.T) {
 	log.SetLogger(logr.Discard())
@@ -132,13 +38,11 @@ func TestManagerReconcilesCustomResources(t *testing.T) {
 	cfg := &rest.Config{Host: srv.URL}
 
 	sch := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, apiextv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, apiextv1.AddToScheme, guestbook.AddToScheme} {
 		if err := add(sch); err != nil {
 			t.Fatal(err)
 		}
 	}
-	sch.AddKnownTypes(groupVersion, &Guestbook{}, &GuestbookList{})
-	metav1.AddToGroupVersion(sch, groupVersion)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -146,7 +50,7 @@ func TestManagerReconcilesCustomResources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Create(ctx, guestbookCRD()); err != nil {
+	if err := c.Create(ctx, guestbook.CRD()); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "CRD established", func() bool {
@@ -166,7 +70,7 @@ func TestManagerReconcilesCustomResources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ctrl.NewControllerManagedBy(mgr).For(&Guestbook{}).Owns(&corev1.ConfigMap{}).Complete(&reconciler{mgr.GetClient()}); err != nil {
+	if err := ctrl.NewControllerManagedBy(mgr).For(&guestbook.Guestbook{}).Owns(&corev1.ConfigMap{}).Complete(&guestbook.Reconciler{Client: mgr.GetClient()}); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -182,7 +86,7 @@ func TestManagerReconcilesCustomResources(t *testing.T) {
 	if err := c.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	gb := &Guestbook{ObjectMeta: metav1.ObjectMeta{Name: "front", Namespace: ns.Name}, Spec: GuestbookSpec{Replicas: 3}}
+	gb := &guestbook.Guestbook{ObjectMeta: metav1.ObjectMeta{Name: "front", Namespace: ns.Name}, Spec: guestbook.GuestbookSpec{Replicas: 3}}
 	if err := c.Create(ctx, gb); err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +98,7 @@ func TestManagerReconcilesCustomResources(t *testing.T) {
 	expectState := func(replicas string) {
 		t.Helper()
 		eventually(t, "status and ConfigMap at "+replicas, func() bool {
-			var got Guestbook
+			var got guestbook.Guestbook
 			var cm corev1.ConfigMap
 			if c.Get(ctx, key, &got) != nil || c.Get(ctx, cmKey, &cm) != nil {
 				return false

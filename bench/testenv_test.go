@@ -1,0 +1,170 @@
+package bench
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kplane/kplane/testenv"
+)
+
+// startStops is how many Starts each variant of BenchmarkTestenvStart times.
+const startStops = 40
+
+// BenchmarkTestenvStart times testenv.Start until it returns (apiserver ready, controllers
+// started, CRDs Established and in discovery), one instance at a time, stopping each before
+// the next: the cost each test pays. p50/p99 over startStops starts per variant.
+func BenchmarkTestenvStart(b *testing.B) {
+	for _, v := range []struct {
+		name string
+		opts []testenv.Option
+	}{
+		{"bare", []testenv.Option{testenv.WithoutControllers()}},
+		{"default-controllers", nil},
+		{"default-controllers+2-CRDs", []testenv.Option{testenv.WithCRDs("../testenv/testdata/crds")}},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			lat := make([]time.Duration, 0, startStops*b.N)
+			for range b.N * startStops {
+				t0 := time.Now()
+				env := testenv.Start(b, v.opts...)
+				lat = append(lat, time.Since(t0))
+				if err := env.Stop(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			report(b, lat)
+		})
+	}
+}
+
+// BenchmarkTestenvParallel starts 20 instances at once (default controllers), each in its own
+// goroutine, and reports the time until all are ready, the process's RSS with the 20 running
+// (the whole test binary: the figure to compare with 2 GB), and the Go heap in use per
+// instance (after a GC, less the heap before they started).
+func BenchmarkTestenvParallel(b *testing.B) {
+	const n = 20
+	for range b.N {
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		rssBefore := rssMB(os.Getpid())
+		t0 := time.Now()
+		envs := make([]*testenv.Env, n)
+		var wg sync.WaitGroup
+		for i := range envs {
+			wg.Go(func() { envs[i] = testenv.Start(b) })
+		}
+		wg.Wait()
+		all := time.Since(t0)
+		time.Sleep(time.Second) // idle, as BenchmarkStartup measures
+		runtime.GC()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		rss := rssMB(os.Getpid())
+		for _, env := range envs {
+			if err := env.Stop(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(all.Milliseconds()), "ms-all-ready")
+		b.ReportMetric(rss, "RSS-MB-with-20")
+		b.ReportMetric((rss-rssBefore)/n, "RSS-MB-per-instance")
+		b.ReportMetric(float64(after.HeapInuse-before.HeapInuse)/n/(1<<20), "heap-MB-per-instance")
+	}
+}
+
+// BenchmarkEnvtestReference starts the reference etcd and kube-apiserver the way envtest does
+// (fresh data dir and free ports each time, its flags, readiness by polling /readyz) and stops
+// them, reporting the time to ready and the RSS of both processes once ready. It needs the
+// binaries of ../shared/reference/build.sh (KPLANE_REFERENCE_BIN, default
+// /tmp/k8s-reference/bin), and skips without them.
+func BenchmarkEnvtestReference(b *testing.B) {
+	bin := os.Getenv("KPLANE_REFERENCE_BIN")
+	if bin == "" {
+		bin = "/tmp/k8s-reference/bin"
+	}
+	if _, err := os.Stat(filepath.Join(bin, "kube-apiserver")); err != nil {
+		b.Skip("no reference binaries:", err)
+	}
+	const runs = 5
+	var lat []time.Duration
+	var rss float64
+	for range b.N * runs {
+		took, mb := startReference(b, bin)
+		lat = append(lat, took)
+		rss = mb
+	}
+	report(b, lat)
+	b.ReportMetric(rss, "RSS-MB-apiserver+etcd")
+}
+
+func startReference(b *testing.B, bin string) (time.Duration, float64) {
+	dir := b.TempDir()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		b.Fatal(err)
+	}
+	der, _ := x509.MarshalECPrivateKey(key)
+	pub, _ := x509.MarshalPKIXPublicKey(key.Public())
+	must(b, os.WriteFile(filepath.Join(dir, "sa.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600))
+	must(b, os.WriteFile(filepath.Join(dir, "sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o600))
+	must(b, os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte("reftoken,admin,admin,system:masters\n"), 0o600))
+	etcdPort, peerPort, apiPort := freeTCPPort(b), freeTCPPort(b), freeTCPPort(b)
+	t0 := time.Now()
+	etcd := exec.Command(filepath.Join(bin, "etcd"), "--data-dir", filepath.Join(dir, "etcd"),
+		"--listen-client-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdPort), "--advertise-client-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdPort),
+		"--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", peerPort), "--unsafe-no-fsync", "--log-level", "error")
+	api := exec.Command(filepath.Join(bin, "kube-apiserver"), "--etcd-servers", fmt.Sprintf("http://127.0.0.1:%d", etcdPort),
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", fmt.Sprint("--secure-port=", apiPort), "--cert-dir", filepath.Join(dir, "certs"),
+		"--token-auth-file", filepath.Join(dir, "tokens.csv"), "--authorization-mode=RBAC", "--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file", filepath.Join(dir, "sa.pub"), "--service-account-signing-key-file", filepath.Join(dir, "sa.key"),
+		"--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true", "--disable-admission-plugins=ServiceAccount", "--v=0")
+	for _, c := range []*exec.Cmd{etcd, api} {
+		if err := c.Start(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	defer func() {
+		for _, c := range []*exec.Cmd{api, etcd} {
+			_ = c.Process.Kill()
+			_ = c.Wait()
+		}
+	}()
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: time.Second}
+	defer hc.CloseIdleConnections()
+	for {
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/readyz", apiPort), nil)
+		req.Header.Set("Authorization", "Bearer reftoken")
+		if resp, err := hc.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Since(t0) > time.Minute {
+			b.Fatal("the reference did not become ready within a minute")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	took := time.Since(t0)
+	return took, rssMB(api.Process.Pid) + rssMB(etcd.Process.Pid)
+}
+
+func must(b *testing.B, err error) {
+	if err != nil {
+		b.Fatal(err)
+	}
+}

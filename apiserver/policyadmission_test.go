@@ -58,6 +58,11 @@ func (f *policyFixture) install(t *testing.T, path string, objs ...map[string]an
 		name := get(o, "metadata", "name").(string)
 		t.Cleanup(func() { do(t, "DELETE", path+"/"+name, nil) })
 	}
+	// Admission reads configurations from the watch cache; a consistent list waits until the
+	// cache holds what was just created.
+	if r := do(t, "GET", path, nil); r.code != http.StatusOK {
+		t.Fatalf("list %s: %d %s", path, r.code, r.body)
+	}
 }
 
 func (f *policyFixture) cm(name string, data map[string]any, labels map[string]any) map[string]any {

@@ -8,11 +8,11 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
-	"github.com/kplane/kplane/apiserver/customresource"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,20 +38,13 @@ const maxMessageBytes = 5 * 1024
 
 // policyEnv is the environment of policy expressions. The objects have no declared type (dyn):
 // kplane checks field names when the expression runs, not when it is written.
-func policyEnv() (*cel.Env, error) {
-	base, err := customresource.CELEnv()
-	if err != nil {
-		return nil, err
-	}
-	return base.Extend(
-		cel.Variable(varObject, cel.DynType),
-		cel.Variable(varOldObject, cel.DynType),
-		cel.Variable(varRequest, cel.DynType),
+var policyEnv = sync.OnceValues(func() (*cel.Env, error) {
+	return requestEnv(
 		cel.Variable(varParams, cel.DynType),
 		cel.Variable(varNamespaceObject, cel.DynType),
 		cel.Variable(varVariables, cel.MapType(cel.StringType, cel.DynType)),
 	)
-}
+})
 
 // compileExpr compiles one expression that must give want (or dyn, decided when it runs).
 func compileExpr(env *cel.Env, expr string, want *cel.Type, path *field.Path) (cel.Program, *field.Error) {

@@ -4,8 +4,8 @@
 // evaluating the policies' CEL for each of their bindings and params.
 //
 // Policies are evaluated with object, oldObject, request, params, namespaceObject and
-// variables, all untyped (dyn); the authorizer variable is not declared, since kplane does not
-// authorize. The apiserver package compiles the configurations when they are written (422 for
+// variables, all untyped (dyn), and Kubernetes' authorizer and authorizer.requestResource,
+// whose checks all answer allowed, since kplane does not authorize. The apiserver package compiles the configurations when they are written (422 for
 // CEL that does not compile), keeps the compiled ones until one changes, and gives the
 // policies their params from its own stores.
 package admission

@@ -39,11 +39,11 @@ const maxMessageBytes = 5 * 1024
 // policyEnv is the environment of policy expressions. The objects have no declared type (dyn):
 // kplane checks field names when the expression runs, not when it is written.
 var policyEnv = sync.OnceValues(func() (*cel.Env, error) {
-	return requestEnv(
+	return requestEnv(append(authzLibrary(),
 		cel.Variable(varParams, cel.DynType),
 		cel.Variable(varNamespaceObject, cel.DynType),
 		cel.Variable(varVariables, cel.MapType(cel.StringType, cel.DynType)),
-	)
+	)...)
 })
 
 // compileExpr compiles one expression that must give want (or dyn, decided when it runs).
@@ -381,6 +381,7 @@ func (r *Request) activation(ctx context.Context, p *Policy, param runtime.Objec
 	if vars[varParams], err = toMap(param); err != nil {
 		return nil, err
 	}
+	authzBindings(vars)
 	vars[varNamespaceObject] = types.NullValue
 	if r.Namespace != "" && !(r.Kind.Group == "" && r.Kind.Kind == "Namespace") && pc.Namespace != nil {
 		ns, err := pc.Namespace(ctx, r.Namespace)

@@ -134,6 +134,10 @@ func TestValidatePolicies(t *testing.T) {
 			binding(nil, nil), 422, "denied request: expression 'object.data.missing == 'x'' resulted in error: no such key: missing", 0},
 		{"evaluation error, Ignore", policy(admissionregistrationv1.ValidatingAdmissionPolicySpec{FailurePolicy: &ignore, Validations: []admissionregistrationv1.Validation{v("object.data.missing == 'x'", "")}}),
 			binding(nil, nil), 0, "", 0},
+		{"the authorizer allows everything", policy(admissionregistrationv1.ValidatingAdmissionPolicySpec{Validations: []admissionregistrationv1.Validation{
+			v("authorizer.group('apps').resource('deployments').namespace('ns').name('d').check('create').allowed() && !authorizer.serviceAccount('ns', 'sa').path('/x').check('get').errored()", ""),
+			{Expression: "!authorizer.requestResource.subresource('status').check('update').allowed()", MessageExpression: "authorizer.requestResource.check('update').reason()"}}}),
+			binding(nil, nil), 422, "denied request: " + allowedReason, 0},
 		{"policy that does not compile", policy(admissionregistrationv1.ValidatingAdmissionPolicySpec{Validations: []admissionregistrationv1.Validation{v("(", "")}}),
 			binding(nil, nil), 422, "ValidatingAdmissionPolicy 'p' denied request: failed to configure policy: ", 0},
 	} {

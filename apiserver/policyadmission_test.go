@@ -199,6 +199,45 @@ func TestValidatingAdmissionPolicies(t *testing.T) {
 		}
 	})
 
+	t.Run("DELETE is judged on the stored object", func(t *testing.T) {
+		p := f.policy("del", validations(map[string]any{"expression": "oldObject.metadata.name != 'kept' && object == null", "message": "stays"}))
+		p["spec"].(map[string]any)["matchConstraints"].(map[string]any)["resourceRules"].([]any)[0].(map[string]any)["operations"] = []any{"DELETE"}
+		f.install(t, vapPath, p)
+		f.install(t, vapbPath, f.binding("del", "del", nil))
+		for _, name := range []string{"kept", "gone"} {
+			if r := do(t, "POST", f.cms, f.cm(name, nil, nil)); r.code != http.StatusCreated {
+				t.Fatalf("create: %d %s", r.code, r.body)
+			}
+		}
+		denied(t, do(t, "DELETE", f.cms+"/kept", nil), http.StatusUnprocessableEntity, "del", "del", "stays")
+		if r := do(t, "DELETE", f.cms+"/gone", nil); r.code != http.StatusOK {
+			t.Errorf("delete: %d %s", r.code, r.body)
+		}
+	})
+
+	t.Run("params of a cluster-scoped custom resource", func(t *testing.T) {
+		group := "params-" + f.ns + ".example.com"
+		createCRD(t, map[string]any{"metadata": map[string]any{"name": "limits." + group}, "spec": map[string]any{
+			"group": group, "scope": "Cluster", "names": map[string]any{"plural": "limits", "singular": "limit", "kind": "Limit"},
+			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true, "schema": map[string]any{"openAPIV3Schema": map[string]any{
+				"type": "object", "properties": map[string]any{"max": map[string]any{"type": "integer"}}}}}},
+		}})
+		t.Cleanup(func() { do(t, "DELETE", crdsPath+"/limits."+group, nil) })
+		if r := do(t, "POST", "/apis/"+group+"/v1/limits", map[string]any{"apiVersion": group + "/v1", "kind": "Limit", "metadata": map[string]any{"name": "one"}, "max": 1}); r.code != http.StatusCreated {
+			t.Fatalf("create param: %d %s", r.code, r.body)
+		}
+		f.install(t, vapPath, f.policy("crparams", map[string]any{
+			"paramKind":       map[string]any{"apiVersion": group + "/v1", "kind": "Limit"},
+			"matchConditions": []any{map[string]any{"name": "mine", "expression": "object.metadata.name.startsWith('cr-')"}},
+			"validations":     []any{map[string]any{"expression": "!has(object.data) || object.data.size() <= params.max", "messageExpression": "params.kind + ' ' + params.metadata.name"}},
+		}))
+		f.install(t, vapbPath, f.binding("crparams", "crparams", map[string]any{"paramRef": map[string]any{"name": "one", "parameterNotFoundAction": "Deny"}}))
+		denied(t, do(t, "POST", f.cms, f.cm("cr-big", map[string]any{"a": "", "b": ""}, nil)), http.StatusUnprocessableEntity, "crparams", "crparams", "Limit one")
+		if r := do(t, "POST", f.cms, f.cm("cr-small", map[string]any{"a": ""}, nil)); r.code != http.StatusCreated {
+			t.Errorf("within the limit: %d %s", r.code, r.body)
+		}
+	})
+
 	t.Run("policies do not judge admission configurations", func(t *testing.T) {
 		f.install(t, vapPath, map[string]any{"metadata": map[string]any{"name": "self-" + f.ns}, "spec": map[string]any{
 			"matchConstraints": map[string]any{"resourceRules": []any{map[string]any{"operations": []any{"*"}, "apiGroups": []any{"admissionregistration.k8s.io"}, "apiVersions": []any{"*"}, "resources": []any{"*"}}}},

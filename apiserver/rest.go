@@ -335,6 +335,7 @@ func (s *Server) createPrepared(ctx context.Context, req request, original stora
 		}
 		errs := res.strategy.AllocateFor(ctx, res.store, obj, nil)
 		errs = append(errs, res.strategy.ValidateObject(obj, nil)...)
+		errs = append(errs, admissionCELErrors(obj)...)
 		if len(errs) > 0 {
 			return nil, apierrors.NewInvalid(res.info.GVK().GroupKind(), obj.GetName(), errs)
 		}
@@ -429,6 +430,8 @@ func (s *Server) updateFunc(ctx context.Context, req request, newObj func(cur st
 		}
 		if req.subresource != "" {
 			errs = append(errs, res.strategy.ValidateSubresourceWrite(obj, cur, req.subresource)...)
+		} else {
+			errs = append(errs, admissionCELErrors(obj)...)
 		}
 		if len(errs) > 0 {
 			return nil, apierrors.NewInvalid(res.info.GVK().GroupKind(), req.name, errs)

@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kplane/kplane/apiserver/admission"
 	"github.com/kplane/kplane/apiserver/authentication"
 	"github.com/kplane/kplane/apiserver/customresource"
 	"github.com/kplane/kplane/apiserver/fieldmanager"
@@ -98,8 +99,12 @@ type Server struct {
 	// discoveryChanged until the next discovery request builds it again (discovery.go).
 	discoveryMu sync.Mutex
 	discovery   *discoverySnapshot
-	// webhooks are the prepared admission webhooks (webhookadmission.go).
-	webhooks struct{ validating, mutating webhookSet }
+	// webhooks are the prepared admission webhooks and policies (webhookadmission.go,
+	// policyadmission.go).
+	webhooks struct {
+		validating, mutating prepared[admission.Hooks]
+		policies             prepared[admission.Policies]
+	}
 }
 
 // New builds the server's resources and stores; Run starts them.

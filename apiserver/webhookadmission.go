@@ -29,22 +29,25 @@ var (
 	mutatingWebhooksGVR   = admissionregistrationv1.SchemeGroupVersion.WithResource("mutatingwebhookconfigurations")
 )
 
-// webhookSet caches the prepared webhooks of one kind of configuration, keyed by the
-// configurations' names and resourceVersions.
-type webhookSet struct {
-	mu    sync.Mutex
-	key   string
-	hooks admission.Hooks
+// prepared caches what is built from a set of configuration objects (webhooks with their
+// clients, compiled policies), keyed by the objects' names and resourceVersions: it is rebuilt
+// only when one of them changes, and release frees the previous value.
+type prepared[T any] struct {
+	mu  sync.Mutex
+	key string
+	val T
 }
 
-func (ws *webhookSet) get(key string, build func() admission.Hooks) admission.Hooks {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	if key != ws.key {
-		ws.hooks.Close()
-		ws.key, ws.hooks = key, build()
+func (p *prepared[T]) get(key string, build func() T, release func(T)) T {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if key != p.key {
+		if release != nil {
+			release(p.val)
+		}
+		p.key, p.val = key, build()
 	}
-	return ws.hooks
+	return p.val
 }
 
 // configurations lists the cached objects of a configuration resource, with a key that
@@ -69,7 +72,7 @@ func (s *Server) validatingHooks() admission.Hooks {
 	if len(cfgs) == 0 {
 		return nil
 	}
-	return s.webhooks.validating.get(key, func() admission.Hooks { return admission.ValidatingHooks(cfgs, s.resolveService) })
+	return s.webhooks.validating.get(key, func() admission.Hooks { return admission.ValidatingHooks(cfgs, s.resolveService) }, admission.Hooks.Close)
 }
 
 func (s *Server) mutatingHooks() admission.Hooks {
@@ -77,7 +80,7 @@ func (s *Server) mutatingHooks() admission.Hooks {
 	if len(cfgs) == 0 {
 		return nil
 	}
-	return s.webhooks.mutating.get(key, func() admission.Hooks { return admission.MutatingHooks(cfgs, s.resolveService) })
+	return s.webhooks.mutating.get(key, func() admission.Hooks { return admission.MutatingHooks(cfgs, s.resolveService) }, admission.Hooks.Close)
 }
 
 // admissionRequest describes a write to the webhooks.
@@ -201,17 +204,21 @@ func (s *Server) mutateAdmission(ctx context.Context, req request, op admissionv
 	return out, true, nil
 }
 
-// validateAdmission runs the validating webhooks on a write.
+// validateAdmission runs the validating admission policies, then the validating webhooks, on
+// a write.
 func (s *Server) validateAdmission(ctx context.Context, req request, op admissionv1.Operation, obj, old storage.Object, dry bool) error {
 	if !webhooksApply(req) {
 		return nil
 	}
-	hooks := s.validatingHooks()
-	if len(hooks) == 0 {
+	policies, hooks := s.validatingPolicies(), s.validatingHooks()
+	if len(policies) == 0 && len(hooks) == 0 {
 		return nil
 	}
 	ar := s.admissionRequest(ctx, req, op, obj, old, dry)
-	err := ar.Validate(ctx, hooks)
+	err := ar.ValidatePolicies(ctx, policies, s.policyContext())
+	if err == nil && len(hooks) > 0 {
+		err = ar.Validate(ctx, hooks)
+	}
 	addWarnings(ctx, ar.Warnings)
 	return err
 }
@@ -222,7 +229,7 @@ func (s *Server) admitDelete(ctx context.Context, req request, dry bool) error {
 		return nil
 	}
 	mutating, validating := s.mutatingHooks(), s.validatingHooks()
-	if len(mutating) == 0 && len(validating) == 0 {
+	if len(mutating) == 0 && len(validating) == 0 && len(s.validatingPolicies()) == 0 {
 		return nil
 	}
 	cur, err := req.res.store.Get(ctx, req.namespace, req.name)

@@ -3,6 +3,7 @@ package admission
 import (
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
@@ -27,16 +28,19 @@ const (
 
 // conditionEnv is the environment of match conditions: the base library with the request's
 // object, oldObject and request, all of dynamic type.
-func conditionEnv() (*cel.Env, error) {
+var conditionEnv = sync.OnceValues(func() (*cel.Env, error) { return requestEnv() })
+
+// requestEnv is the base library with object, oldObject and request, and more declarations.
+func requestEnv(more ...cel.EnvOption) (*cel.Env, error) {
 	base, err := customresource.CELEnv()
 	if err != nil {
 		return nil, err
 	}
-	return base.Extend(
+	return base.Extend(append([]cel.EnvOption{
 		cel.Variable(varObject, cel.DynType),
 		cel.Variable(varOldObject, cel.DynType),
 		cel.Variable(varRequest, cel.DynType),
-	)
+	}, more...)...)
 }
 
 // Conditions are compiled matchConditions: a request matches when every one is true.

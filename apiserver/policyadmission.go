@@ -1,0 +1,111 @@
+package apiserver
+
+import (
+	"context"
+
+	"github.com/kplane/kplane/apiserver/admission"
+	"github.com/kplane/kplane/storage"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// ValidatingAdmissionPolicies judge writes in the validating phase, before the validating
+// webhooks, as kube-apiserver orders them. Policies and bindings are read from the watch
+// cache on each write and compiled again only when one of them changes; params are read from
+// the watch cache of whatever served resource (built-in or custom) the policy's paramKind
+// names.
+
+var (
+	validatingPoliciesGVR = admissionregistrationv1.SchemeGroupVersion.WithResource("validatingadmissionpolicies")
+	validatingBindingsGVR = admissionregistrationv1.SchemeGroupVersion.WithResource("validatingadmissionpolicybindings")
+)
+
+func (s *Server) validatingPolicies() admission.Policies {
+	bindings, bkey := configurations[*admissionregistrationv1.ValidatingAdmissionPolicyBinding](s, validatingBindingsGVR)
+	if len(bindings) == 0 {
+		return nil
+	}
+	policies, pkey := configurations[*admissionregistrationv1.ValidatingAdmissionPolicy](s, validatingPoliciesGVR)
+	return s.webhooks.policies.get(pkey+"|"+bkey, func() admission.Policies { return admission.ValidatingPolicies(policies, bindings) }, nil)
+}
+
+// policyContext gives policies their params and the request's namespace.
+func (s *Server) policyContext() admission.PolicyContext {
+	return admission.PolicyContext{
+		Params: s.paramStore,
+		Namespace: func(_ context.Context, name string) (runtime.Object, error) {
+			return s.resources[namespacesGVR].store.GetCached("", name)
+		},
+	}
+}
+
+// paramStore finds the served resource of a paramKind.
+func (s *Server) paramStore(apiVersion, kind string) (*admission.ParamStore, bool) {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return nil, false
+	}
+	gvk := gv.WithKind(kind)
+	for _, r := range s.servedResources() {
+		if r.info.GVK() != gvk {
+			continue
+		}
+		return &admission.ParamStore{
+			Namespaced: r.info.Namespaced,
+			Get: func(ns, name string) (runtime.Object, error) {
+				o, err := r.store.GetCached(ns, name)
+				if err != nil {
+					return nil, err
+				}
+				return withKind(o, gvk), nil
+			},
+			List: func(ns string, sel labels.Selector) ([]runtime.Object, error) {
+				list, err := r.store.List(context.Background(), ns, storage.ListOptions{ResourceVersion: "0"})
+				if err != nil {
+					return nil, err
+				}
+				var out []runtime.Object
+				for _, it := range listItems(list) {
+					if sel.Matches(labels.Set(it.GetLabels())) {
+						out = append(out, withKind(it, gvk))
+					}
+				}
+				return out, nil
+			},
+		}, true
+	}
+	return nil, false
+}
+
+// admissionCELErrors compiles the CEL of admission configurations when they are written, so
+// that one that does not compile is refused with 422 instead of failing every request it
+// matches. It lives here, not in the registry, because the compiler is admission's.
+func admissionCELErrors(obj runtime.Object) field.ErrorList {
+	var errs field.ErrorList
+	switch o := obj.(type) {
+	case *admissionregistrationv1.ValidatingAdmissionPolicy:
+		_, errs = admission.CompileValidatingPolicy(o)
+	case *admissionregistrationv1.ValidatingWebhookConfiguration:
+		for i, w := range o.Webhooks {
+			_, e := admission.CompileConditions(w.MatchConditions, field.NewPath("webhooks").Index(i).Child("matchConditions"))
+			errs = append(errs, e...)
+		}
+	case *admissionregistrationv1.MutatingWebhookConfiguration:
+		for i, w := range o.Webhooks {
+			_, e := admission.CompileConditions(w.MatchConditions, field.NewPath("webhooks").Index(i).Child("matchConditions"))
+			errs = append(errs, e...)
+		}
+	}
+	return errs
+}
+
+// withKind is a copy of a cached object with its kind set, for expressions that read
+// params.apiVersion or params.kind (the cache is shared, so the object is not changed).
+func withKind(o storage.Object, gvk schema.GroupVersionKind) runtime.Object {
+	c := o.DeepCopyObject()
+	c.GetObjectKind().SetGroupVersionKind(gvk)
+	return c
+}

@@ -1,0 +1,292 @@
+package apiserver_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+const (
+	vapPath  = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
+	vapbPath = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
+)
+
+// policyFixture installs ValidatingAdmissionPolicies on ConfigMaps of one labelled namespace.
+type policyFixture struct {
+	t   *testing.T
+	ns  string
+	cms string
+}
+
+func newPolicyFixture(t *testing.T) *policyFixture {
+	ns := namespace(t)
+	if r := do(t, "PATCH", "/api/v1/namespaces/"+ns, `{"metadata":{"labels":{"policies":"`+ns+`"}}}`, "Content-Type", "application/merge-patch+json"); r.code != http.StatusOK {
+		t.Fatalf("label namespace: %d %s", r.code, r.body)
+	}
+	return &policyFixture{t: t, ns: ns, cms: "/api/v1/namespaces/" + ns + "/configmaps"}
+}
+
+// policy builds a policy on ConfigMap writes in the fixture's namespace; spec adds to it.
+func (f *policyFixture) policy(name string, spec map[string]any) map[string]any {
+	s := map[string]any{
+		"matchConstraints": map[string]any{
+			"resourceRules":     []any{map[string]any{"operations": []any{"CREATE", "UPDATE"}, "apiGroups": []any{""}, "apiVersions": []any{"v1"}, "resources": []any{"configmaps"}}},
+			"namespaceSelector": map[string]any{"matchLabels": map[string]any{"policies": f.ns}},
+		},
+	}
+	for k, v := range spec {
+		s[k] = v
+	}
+	return map[string]any{"metadata": map[string]any{"name": name + "-" + f.ns}, "spec": s}
+}
+
+func (f *policyFixture) binding(name, policy string, spec map[string]any) map[string]any {
+	s := map[string]any{"policyName": policy + "-" + f.ns, "validationActions": []any{"Deny"}}
+	for k, v := range spec {
+		s[k] = v
+	}
+	return map[string]any{"metadata": map[string]any{"name": name + "-" + f.ns}, "spec": s}
+}
+
+// install creates objects at path and deletes them when the test ends.
+func (f *policyFixture) install(t *testing.T, path string, objs ...map[string]any) {
+	t.Helper()
+	for _, o := range objs {
+		if r := do(t, "POST", path, o); r.code != http.StatusCreated {
+			t.Fatalf("create %v: %d %s", get(o, "metadata", "name"), r.code, r.body)
+		}
+		name := get(o, "metadata", "name").(string)
+		t.Cleanup(func() { do(t, "DELETE", path+"/"+name, nil) })
+	}
+	// Admission reads configurations from the watch cache; a consistent list waits until the
+	// cache holds what was just created.
+	if r := do(t, "GET", path, nil); r.code != http.StatusOK {
+		t.Fatalf("list %s: %d %s", path, r.code, r.body)
+	}
+}
+
+func (f *policyFixture) cm(name string, data map[string]any, labels map[string]any) map[string]any {
+	return map[string]any{"metadata": map[string]any{"name": name, "labels": labels}, "data": data}
+}
+
+func validations(v ...map[string]any) map[string]any {
+	list := make([]any, len(v))
+	for i := range v {
+		list[i] = v[i]
+	}
+	return map[string]any{"validations": list}
+}
+
+func TestValidatingAdmissionPolicies(t *testing.T) {
+	f := newPolicyFixture(t)
+	denied := func(t *testing.T, r response, code int, policy, binding, msg string) {
+		t.Helper()
+		want := "ValidatingAdmissionPolicy '" + policy + "-" + f.ns + "' with binding '" + binding + "-" + f.ns + "' denied request: " + msg
+		if r.code != code || !strings.HasSuffix(get(r.object(t), "message").(string), want) {
+			t.Errorf("got %d %s, want %d ...%s", r.code, r.body, code, want)
+		}
+	}
+
+	t.Run("message, messageExpression and reason", func(t *testing.T) {
+		f.install(t, vapPath, f.policy("msg", validations(
+			map[string]any{"expression": "!has(object.data) || !('forbidden' in object.data)", "message": "no forbidden keys"},
+			map[string]any{"expression": "!has(object.data) || object.data.size() <= 2", "messageExpression": "'too many keys: ' + string(object.data.size())", "reason": "Forbidden"},
+			map[string]any{"expression": "object.metadata.name != 'plain'"},
+		)))
+		f.install(t, vapbPath, f.binding("msg", "msg", nil))
+		r := do(t, "POST", f.cms, f.cm("bad", map[string]any{"forbidden": "x"}, nil))
+		denied(t, r, http.StatusUnprocessableEntity, "msg", "msg", "no forbidden keys")
+		if got := get(r.object(t), "message"); !strings.HasPrefix(got.(string), `configmaps "bad" is forbidden: `) {
+			t.Errorf("message %q", got)
+		}
+		if r := do(t, "GET", f.cms+"/bad", nil); r.code != http.StatusNotFound {
+			t.Errorf("the denied object was stored: %d", r.code)
+		}
+		denied(t, do(t, "POST", f.cms, f.cm("many", map[string]any{"a": "", "b": "", "c": ""}, nil)), http.StatusForbidden, "msg", "msg", "too many keys: 3")
+		denied(t, do(t, "POST", f.cms, f.cm("plain", nil, nil)), http.StatusUnprocessableEntity, "msg", "msg", "failed expression: object.metadata.name != 'plain'")
+		if r := do(t, "POST", f.cms, f.cm("good", map[string]any{"a": ""}, nil)); r.code != http.StatusCreated {
+			t.Errorf("allowed object: %d %s", r.code, r.body)
+		}
+	})
+
+	t.Run("Warn action warns and admits", func(t *testing.T) {
+		f.install(t, vapPath, f.policy("warn", validations(map[string]any{"expression": "object.metadata.name != 'warned'", "message": "careful"})))
+		f.install(t, vapbPath, f.binding("warn", "warn", map[string]any{"validationActions": []any{"Warn", "Audit"}}))
+		r := do(t, "POST", f.cms, f.cm("warned", nil, nil))
+		want := "Validation failed for ValidatingAdmissionPolicy 'warn-" + f.ns + "' with binding 'warn-" + f.ns + "': careful"
+		if r.code != http.StatusCreated || !strings.Contains(r.header.Get("Warning"), want) {
+			t.Errorf("got %d %v %s", r.code, r.header["Warning"], r.body)
+		}
+	})
+
+	t.Run("params from ConfigMaps: by name, missing, by selector", func(t *testing.T) {
+		f.install(t, vapPath, f.policy("params", map[string]any{
+			"paramKind":       map[string]any{"apiVersion": "v1", "kind": "ConfigMap"},
+			"matchConditions": []any{map[string]any{"name": "not-params", "expression": "!has(object.metadata.labels) || !('role' in object.metadata.labels)"}},
+			"validations":     []any{map[string]any{"expression": "!has(object.data) || object.data.size() <= int(params.data.max)", "messageExpression": "'at most ' + params.data.max + ' keys'"}},
+		}))
+		f.install(t, vapbPath, f.binding("byname", "params", map[string]any{
+			"paramRef":       map[string]any{"name": "limits", "namespace": f.ns, "parameterNotFoundAction": "Deny"},
+			"matchResources": map[string]any{"objectSelector": map[string]any{"matchLabels": map[string]any{"check": "byname"}}},
+		}))
+		f.install(t, vapbPath, f.binding("allow", "params", map[string]any{
+			"paramRef":       map[string]any{"name": "absent", "parameterNotFoundAction": "Allow"},
+			"matchResources": map[string]any{"objectSelector": map[string]any{"matchLabels": map[string]any{"check": "allow"}}},
+		}))
+		f.install(t, vapbPath, f.binding("selector", "params", map[string]any{
+			"paramRef":       map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"role": "limit"}}, "parameterNotFoundAction": "Allow"},
+			"matchResources": map[string]any{"objectSelector": map[string]any{"matchLabels": map[string]any{"check": "selector"}}},
+		}))
+		three := map[string]any{"a": "", "b": "", "c": ""}
+		denied(t, do(t, "POST", f.cms, f.cm("noparam", three, map[string]any{"check": "byname"})), http.StatusUnprocessableEntity, "params", "byname",
+			"failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction")
+		if r := do(t, "POST", f.cms, f.cm("allowed", three, map[string]any{"check": "allow"})); r.code != http.StatusCreated {
+			t.Errorf("missing param with Allow: %d %s", r.code, r.body)
+		}
+		if r := do(t, "POST", f.cms, f.cm("noselected", three, map[string]any{"check": "selector"})); r.code != http.StatusCreated {
+			t.Errorf("no selected param with Allow: %d %s", r.code, r.body)
+		}
+		if r := do(t, "POST", f.cms, f.cm("limits", map[string]any{"max": "2"}, map[string]any{"role": "limit"})); r.code != http.StatusCreated {
+			t.Fatalf("param: %d %s", r.code, r.body)
+		}
+		denied(t, do(t, "POST", f.cms, f.cm("byname", three, map[string]any{"check": "byname"})), http.StatusUnprocessableEntity, "params", "byname", "at most 2 keys")
+		denied(t, do(t, "POST", f.cms, f.cm("selected", three, map[string]any{"check": "selector"})), http.StatusUnprocessableEntity, "params", "selector", "at most 2 keys")
+		if r := do(t, "POST", f.cms, f.cm("small", map[string]any{"a": ""}, map[string]any{"check": "byname"})); r.code != http.StatusCreated {
+			t.Errorf("within the param's limit: %d %s", r.code, r.body)
+		}
+	})
+
+	t.Run("variables and namespaceObject", func(t *testing.T) {
+		f.install(t, vapPath, f.policy("vars", map[string]any{
+			"variables": []any{
+				map[string]any{"name": "keys", "expression": "has(object.data) ? object.data.size() : 0"},
+				map[string]any{"name": "limit", "expression": "namespaceObject.metadata.labels.policies == request.namespace ? 1 : 0"},
+			},
+			"validations": []any{map[string]any{"expression": "object.metadata.name != 'varcheck' || variables.keys <= variables.limit", "messageExpression": "string(variables.keys) + ' > ' + string(variables.limit)"}},
+		}))
+		f.install(t, vapbPath, f.binding("vars", "vars", nil))
+		denied(t, do(t, "POST", f.cms, f.cm("varcheck", map[string]any{"a": "", "b": ""}, nil)), http.StatusUnprocessableEntity, "vars", "vars", "2 > 1")
+	})
+
+	t.Run("failurePolicy on an evaluation error", func(t *testing.T) {
+		for _, fp := range []string{"Fail", "Ignore"} {
+			name := "fp" + strings.ToLower(fp)
+			f.install(t, vapPath, f.policy(name, map[string]any{
+				"failurePolicy":   fp,
+				"matchConditions": []any{map[string]any{"name": "mine", "expression": "object.metadata.name == '" + name + "'"}},
+				"validations":     []any{map[string]any{"expression": "object.data.missing == 'x'"}},
+			}))
+			f.install(t, vapbPath, f.binding(name, name, nil))
+		}
+		r := do(t, "POST", f.cms, f.cm("fpfail", map[string]any{"a": ""}, nil))
+		denied(t, r, http.StatusUnprocessableEntity, "fpfail", "fpfail", "expression 'object.data.missing == 'x'' resulted in error: no such key: missing")
+		if r := do(t, "POST", f.cms, f.cm("fpignore", map[string]any{"a": ""}, nil)); r.code != http.StatusCreated {
+			t.Errorf("Ignore: %d %s", r.code, r.body)
+		}
+	})
+
+	t.Run("runtime cost limit", func(t *testing.T) {
+		ten := "[0,1,2,3,4,5,6,7,8,9]"
+		expr := ten + ".all(a, " + ten + ".all(b, " + ten + ".all(c, " + ten + ".all(d, " + ten + ".all(e, " + ten + ".all(g, a+b+c+d+e+g >= 0))))))"
+		f.install(t, vapPath, f.policy("cost", map[string]any{
+			"matchConditions": []any{map[string]any{"name": "mine", "expression": "object.metadata.name == 'costly'"}},
+			"validations":     []any{map[string]any{"expression": expr}},
+		}))
+		f.install(t, vapbPath, f.binding("cost", "cost", nil))
+		r := do(t, "POST", f.cms, f.cm("costly", nil, nil))
+		if r.code != http.StatusUnprocessableEntity || !strings.Contains(string(r.body), "cost limit exceeded") {
+			t.Errorf("got %d %s", r.code, r.body)
+		}
+	})
+
+	t.Run("DELETE is judged on the stored object", func(t *testing.T) {
+		p := f.policy("del", validations(map[string]any{"expression": "oldObject.metadata.name != 'kept' && object == null", "message": "stays"}))
+		p["spec"].(map[string]any)["matchConstraints"].(map[string]any)["resourceRules"].([]any)[0].(map[string]any)["operations"] = []any{"DELETE"}
+		f.install(t, vapPath, p)
+		f.install(t, vapbPath, f.binding("del", "del", nil))
+		for _, name := range []string{"kept", "gone"} {
+			if r := do(t, "POST", f.cms, f.cm(name, nil, nil)); r.code != http.StatusCreated {
+				t.Fatalf("create: %d %s", r.code, r.body)
+			}
+		}
+		denied(t, do(t, "DELETE", f.cms+"/kept", nil), http.StatusUnprocessableEntity, "del", "del", "stays")
+		if r := do(t, "DELETE", f.cms+"/gone", nil); r.code != http.StatusOK {
+			t.Errorf("delete: %d %s", r.code, r.body)
+		}
+	})
+
+	t.Run("params of a cluster-scoped custom resource", func(t *testing.T) {
+		group := "params-" + f.ns + ".example.com"
+		createCRD(t, map[string]any{"metadata": map[string]any{"name": "limits." + group}, "spec": map[string]any{
+			"group": group, "scope": "Cluster", "names": map[string]any{"plural": "limits", "singular": "limit", "kind": "Limit"},
+			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true, "schema": map[string]any{"openAPIV3Schema": map[string]any{
+				"type": "object", "properties": map[string]any{"max": map[string]any{"type": "integer"}}}}}},
+		}})
+		t.Cleanup(func() { do(t, "DELETE", crdsPath+"/limits."+group, nil) })
+		if r := do(t, "POST", "/apis/"+group+"/v1/limits", map[string]any{"apiVersion": group + "/v1", "kind": "Limit", "metadata": map[string]any{"name": "one"}, "max": 1}); r.code != http.StatusCreated {
+			t.Fatalf("create param: %d %s", r.code, r.body)
+		}
+		f.install(t, vapPath, f.policy("crparams", map[string]any{
+			"paramKind":       map[string]any{"apiVersion": group + "/v1", "kind": "Limit"},
+			"matchConditions": []any{map[string]any{"name": "mine", "expression": "object.metadata.name.startsWith('cr-')"}},
+			"validations":     []any{map[string]any{"expression": "!has(object.data) || object.data.size() <= params.max", "messageExpression": "params.kind + ' ' + params.metadata.name"}},
+		}))
+		f.install(t, vapbPath, f.binding("crparams", "crparams", map[string]any{"paramRef": map[string]any{"name": "one", "parameterNotFoundAction": "Deny"}}))
+		denied(t, do(t, "POST", f.cms, f.cm("cr-big", map[string]any{"a": "", "b": ""}, nil)), http.StatusUnprocessableEntity, "crparams", "crparams", "Limit one")
+		if r := do(t, "POST", f.cms, f.cm("cr-small", map[string]any{"a": ""}, nil)); r.code != http.StatusCreated {
+			t.Errorf("within the limit: %d %s", r.code, r.body)
+		}
+	})
+
+	t.Run("policies do not judge admission configurations", func(t *testing.T) {
+		f.install(t, vapPath, map[string]any{"metadata": map[string]any{"name": "self-" + f.ns}, "spec": map[string]any{
+			"matchConstraints": map[string]any{"resourceRules": []any{map[string]any{"operations": []any{"*"}, "apiGroups": []any{"admissionregistration.k8s.io"}, "apiVersions": []any{"*"}, "resources": []any{"*"}}}},
+			"validations":      []any{map[string]any{"expression": "false"}},
+		}})
+		f.install(t, vapbPath, f.binding("self", "self", nil))
+		f.install(t, vapPath, f.policy("after", validations(map[string]any{"expression": "true"})))
+	})
+}
+
+func TestAdmissionCELRefusedWhenWritten(t *testing.T) {
+	f := newPolicyFixture(t)
+	cases := []struct {
+		name, path string
+		obj        map[string]any
+		field, msg string
+	}{
+		{"validation does not compile", vapPath, f.policy("c1", validations(map[string]any{"expression": "object.data.("})),
+			"spec.validations[0].expression", "compilation failed: "},
+		{"validation not a bool", vapPath, f.policy("c2", validations(map[string]any{"expression": "1 + 1"})),
+			"spec.validations[0].expression", "must evaluate to bool but got int"},
+		{"messageExpression not a string", vapPath, f.policy("c3", validations(map[string]any{"expression": "true", "messageExpression": "1"})),
+			"spec.validations[0].messageExpression", "must evaluate to string but got int"},
+		{"variable does not compile", vapPath, f.policy("c4", map[string]any{"variables": []any{map[string]any{"name": "v", "expression": "nope("}}, "validations": []any{map[string]any{"expression": "true"}}}),
+			"spec.variables[0].expression", "compilation failed: "},
+		{"match condition of a policy", vapPath, f.policy("c5", map[string]any{"matchConditions": []any{map[string]any{"name": "m", "expression": "unknownVar"}}, "validations": []any{map[string]any{"expression": "true"}}}),
+			"spec.matchConditions[0].expression", "compilation failed: "},
+		{"match condition of a webhook", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", map[string]any{
+			"metadata": map[string]any{"name": "c6-" + f.ns},
+			"webhooks": []any{map[string]any{"name": "c6.example.com", "clientConfig": map[string]any{"url": "https://example.com/x"}, "sideEffects": "None", "admissionReviewVersions": []any{"v1"},
+				"matchConditions": []any{map[string]any{"name": "m", "expression": "object.("}}}},
+		}, "webhooks[0].matchConditions[0].expression", "compilation failed: "},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := do(t, "POST", c.path, c.obj)
+			if r.code != http.StatusUnprocessableEntity {
+				t.Fatalf("got %d %s", r.code, r.body)
+			}
+			causes, _ := get(r.object(t), "details", "causes").([]any)
+			found := false
+			for _, cause := range causes {
+				if get(cause, "field") == c.field && strings.Contains(get(cause, "message").(string), c.msg) {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("no cause on %s with %q: %s", c.field, c.msg, r.body)
+			}
+		})
+	}
+}

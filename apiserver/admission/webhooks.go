@@ -81,13 +81,7 @@ func newHook(configuration, name string, cc admissionregistrationv1.WebhookClien
 		cfg.URL = *cc.URL
 	}
 	if s := cc.Service; s != nil {
-		cfg.Service = &webhook.Service{Namespace: s.Namespace, Name: s.Name, Port: 443}
-		if s.Port != nil {
-			cfg.Service.Port = *s.Port
-		}
-		if s.Path != nil {
-			cfg.Service.Path = *s.Path
-		}
+		cfg.Service = webhook.ServiceOf(s.Namespace, s.Name, s.Path, s.Port)
 	}
 	var err error
 	if h.client, err = webhook.New(cfg, resolve, timeout); err != nil {

@@ -51,13 +51,7 @@ func NewConverter(crd *apiextv1.CustomResourceDefinition, resolve webhook.Resolv
 		cfg.URL = *cc.URL
 	}
 	if s := cc.Service; s != nil {
-		cfg.Service = &webhook.Service{Namespace: s.Namespace, Name: s.Name, Port: 443}
-		if s.Port != nil {
-			cfg.Service.Port = *s.Port
-		}
-		if s.Path != nil {
-			cfg.Service.Path = *s.Path
-		}
+		cfg.Service = webhook.ServiceOf(s.Namespace, s.Name, s.Path, s.Port)
 	}
 	var err error
 	c.hook, err = webhook.New(cfg, resolve, webhook.DefaultTimeout)

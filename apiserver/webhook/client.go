@@ -44,6 +44,18 @@ type Config struct {
 	CABundle []byte
 }
 
+// ServiceOf is the Service of an API object's service reference: its port is 443 unless set.
+func ServiceOf(namespace, name string, path *string, port *int32) *Service {
+	s := &Service{Namespace: namespace, Name: name, Port: 443}
+	if port != nil {
+		s.Port = *port
+	}
+	if path != nil {
+		s.Path = *path
+	}
+	return s
+}
+
 // ResolveService returns the host:port a Service's port is reached at.
 type ResolveService func(ctx context.Context, namespace, name string, port int32) (string, error)
 

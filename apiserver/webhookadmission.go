@@ -178,13 +178,17 @@ func webhooksApply(req request) bool {
 	return !admission.Exempt(req.res.info.GroupResource()) && req.subresource != "scale"
 }
 
-// mutateAdmission runs the mutating webhooks on a write; it returns the object as they left
-// it, and whether they changed it.
-func (s *Server) mutateAdmission(ctx context.Context, req request, op admissionv1.Operation, obj, old storage.Object, dry bool) (storage.Object, bool, error) {
+// mutatingHooksFor are the mutating webhooks that may judge writes of req's resource.
+func (s *Server) mutatingHooksFor(req request) admission.Hooks {
 	if !webhooksApply(req) {
-		return obj, false, nil
+		return nil
 	}
-	hooks := s.mutatingHooks()
+	return s.mutatingHooks()
+}
+
+// mutateAdmission runs mutating webhooks (from mutatingHooksFor) on a write; it returns the
+// object as they left it, and whether they changed it.
+func (s *Server) mutateAdmission(ctx context.Context, req request, hooks admission.Hooks, op admissionv1.Operation, obj, old storage.Object, dry bool) (storage.Object, bool, error) {
 	if len(hooks) == 0 {
 		return obj, false, nil
 	}
@@ -210,7 +214,10 @@ func (s *Server) validateAdmission(ctx context.Context, req request, op admissio
 	if !webhooksApply(req) {
 		return nil
 	}
-	policies, hooks := s.validatingPolicies(), s.validatingHooks()
+	return s.validateWith(ctx, req, s.validatingPolicies(), s.validatingHooks(), op, obj, old, dry)
+}
+
+func (s *Server) validateWith(ctx context.Context, req request, policies admission.Policies, hooks admission.Hooks, op admissionv1.Operation, obj, old storage.Object, dry bool) error {
 	if len(policies) == 0 && len(hooks) == 0 {
 		return nil
 	}
@@ -223,23 +230,23 @@ func (s *Server) validateAdmission(ctx context.Context, req request, op admissio
 	return err
 }
 
-// admitDelete runs the webhooks of a client's DELETE on the stored object.
+// admitDelete runs the admission of a client's DELETE on the stored object.
 func (s *Server) admitDelete(ctx context.Context, req request, dry bool) error {
 	if !webhooksApply(req) {
 		return nil
 	}
-	mutating, validating := s.mutatingHooks(), s.validatingHooks()
-	if len(mutating) == 0 && len(validating) == 0 && len(s.validatingPolicies()) == 0 {
+	mutating, validating, policies := s.mutatingHooks(), s.validatingHooks(), s.validatingPolicies()
+	if len(mutating) == 0 && len(validating) == 0 && len(policies) == 0 {
 		return nil
 	}
 	cur, err := req.res.store.Get(ctx, req.namespace, req.name)
 	if err != nil {
 		return err
 	}
-	if _, _, err := s.mutateAdmission(ctx, req, admissionv1.Delete, nil, cur, dry); err != nil {
+	if _, _, err := s.mutateAdmission(ctx, req, mutating, admissionv1.Delete, nil, cur, dry); err != nil {
 		return err
 	}
-	return s.validateAdmission(ctx, req, admissionv1.Delete, nil, cur, dry)
+	return s.validateWith(ctx, req, policies, validating, admissionv1.Delete, nil, cur, dry)
 }
 
 // dryRunKey marks, in a request's context, a dry run (update steps learn it so).

@@ -59,10 +59,16 @@ func (hs Hooks) Close() {
 	}
 }
 
-func newHook(configuration, name string, cc admissionregistrationv1.WebhookClientConfig, failurePolicy *admissionregistrationv1.FailurePolicyType,
-	timeoutSeconds *int32, reviewVersions []string, conds []admissionregistrationv1.MatchCondition, resolve webhook.ResolveService) *Hook {
-	h := &Hook{Name: name, configuration: configuration, failOpen: failurePolicy != nil && *failurePolicy == admissionregistrationv1.Ignore}
-	for _, v := range reviewVersions {
+// newHook prepares one webhook of configuration (a mutating one's common fields come as a
+// ValidatingWebhook).
+func newHook(configuration string, w admissionregistrationv1.ValidatingWebhook, resolve webhook.ResolveService) *Hook {
+	h := &Hook{Name: w.Name, configuration: configuration, failOpen: w.FailurePolicy != nil && *w.FailurePolicy == admissionregistrationv1.Ignore,
+		rules: w.Rules, nsSelector: w.NamespaceSelector, objSelector: w.ObjectSelector, matchPolicy: w.MatchPolicy}
+	if w.SideEffects != nil {
+		h.sideEffects = *w.SideEffects
+	}
+	cc := w.ClientConfig
+	for _, v := range w.AdmissionReviewVersions {
 		if v == "v1" || v == "v1beta1" {
 			h.reviews = v
 			break
@@ -73,8 +79,8 @@ func newHook(configuration, name string, cc admissionregistrationv1.WebhookClien
 		return h
 	}
 	timeout := defaultTimeout
-	if timeoutSeconds != nil {
-		timeout = time.Duration(*timeoutSeconds) * time.Second
+	if w.TimeoutSeconds != nil {
+		timeout = time.Duration(*w.TimeoutSeconds) * time.Second
 	}
 	cfg := webhook.Config{CABundle: cc.CABundle}
 	if cc.URL != nil {
@@ -89,7 +95,7 @@ func newHook(configuration, name string, cc admissionregistrationv1.WebhookClien
 		return h
 	}
 	var errs field.ErrorList
-	if h.conditions, errs = CompileConditions(conds, field.NewPath("matchConditions")); len(errs) > 0 {
+	if h.conditions, errs = CompileConditions(w.MatchConditions, field.NewPath("matchConditions")); len(errs) > 0 {
 		h.broken = errs.ToAggregate()
 	}
 	return h
@@ -101,12 +107,7 @@ func ValidatingHooks(cfgs []*admissionregistrationv1.ValidatingWebhookConfigurat
 	var out Hooks
 	for _, c := range cfgs {
 		for _, w := range c.Webhooks {
-			h := newHook(c.Name, w.Name, w.ClientConfig, w.FailurePolicy, w.TimeoutSeconds, w.AdmissionReviewVersions, w.MatchConditions, resolve)
-			h.rules, h.nsSelector, h.objSelector, h.matchPolicy = w.Rules, w.NamespaceSelector, w.ObjectSelector, w.MatchPolicy
-			if w.SideEffects != nil {
-				h.sideEffects = *w.SideEffects
-			}
-			out = append(out, h)
+			out = append(out, newHook(c.Name, w, resolve))
 		}
 	}
 	return out
@@ -118,11 +119,12 @@ func MutatingHooks(cfgs []*admissionregistrationv1.MutatingWebhookConfiguration,
 	var out Hooks
 	for _, c := range cfgs {
 		for _, w := range c.Webhooks {
-			h := newHook(c.Name, w.Name, w.ClientConfig, w.FailurePolicy, w.TimeoutSeconds, w.AdmissionReviewVersions, w.MatchConditions, resolve)
-			h.rules, h.nsSelector, h.objSelector, h.matchPolicy = w.Rules, w.NamespaceSelector, w.ObjectSelector, w.MatchPolicy
-			if w.SideEffects != nil {
-				h.sideEffects = *w.SideEffects
-			}
+			// A mutating webhook has a validating one's fields, and its reinvocation policy.
+			h := newHook(c.Name, admissionregistrationv1.ValidatingWebhook{
+				Name: w.Name, ClientConfig: w.ClientConfig, Rules: w.Rules, FailurePolicy: w.FailurePolicy, MatchPolicy: w.MatchPolicy,
+				NamespaceSelector: w.NamespaceSelector, ObjectSelector: w.ObjectSelector, SideEffects: w.SideEffects,
+				TimeoutSeconds: w.TimeoutSeconds, AdmissionReviewVersions: w.AdmissionReviewVersions, MatchConditions: w.MatchConditions,
+			}, resolve)
 			h.reinvoke = w.ReinvocationPolicy != nil && *w.ReinvocationPolicy == admissionregistrationv1.IfNeededReinvocationPolicy
 			out = append(out, h)
 		}

@@ -149,6 +149,10 @@ func TestValidatingAdmissionPolicies(t *testing.T) {
 		if r := do(t, "POST", f.cms, f.cm("limits", map[string]any{"max": "2"}, map[string]any{"role": "limit"})); r.code != http.StatusCreated {
 			t.Fatalf("param: %d %s", r.code, r.body)
 		}
+		// Policies read params from the watch cache, as Kubernetes' from an informer.
+		eventually(t, "the param in the watch cache", func() bool {
+			return do(t, "GET", f.cms+"/limits?resourceVersion=0", nil).code == http.StatusOK
+		})
 		denied(t, do(t, "POST", f.cms, f.cm("byname", three, map[string]any{"check": "byname"})), http.StatusUnprocessableEntity, "params", "byname", "at most 2 keys")
 		denied(t, do(t, "POST", f.cms, f.cm("selected", three, map[string]any{"check": "selector"})), http.StatusUnprocessableEntity, "params", "selector", "at most 2 keys")
 		if r := do(t, "POST", f.cms, f.cm("small", map[string]any{"a": ""}, map[string]any{"check": "byname"})); r.code != http.StatusCreated {

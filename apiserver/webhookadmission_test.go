@@ -142,6 +142,16 @@ func TestAdmissionWebhooks(t *testing.T) {
 		t.Fatalf("label namespace: %d %s", r.code, r.body)
 	}
 	const vwc, mwc = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+	cached := func(path, name string) bool {
+		return strings.Contains(string(do(t, "GET", path+"?resourceVersion=0", nil).body), `"`+name+`"`)
+	}
+	// remove deletes a configuration and waits for the watch cache to drop it.
+	remove := func(path, name string) response {
+		t.Helper()
+		r := do(t, "DELETE", path+"/"+name, nil)
+		eventually(t, name+" gone from the watch cache", func() bool { return !cached(path, name) })
+		return r
+	}
 	install := func(path string, cfg map[string]any) {
 		t.Helper()
 		if r := do(t, "POST", path, cfg); r.code != http.StatusCreated {
@@ -149,6 +159,9 @@ func TestAdmissionWebhooks(t *testing.T) {
 		}
 		name := get(cfg, "metadata", "name").(string)
 		t.Cleanup(func() { do(t, "DELETE", path+"/"+name, nil) })
+		// The apiserver reads webhook configurations from its watch cache, as kube-apiserver
+		// from an informer: a write right after the create may not see it yet.
+		eventually(t, name+" in the watch cache", func() bool { return cached(path, name) })
 	}
 	cms := "/api/v1/namespaces/" + ns + "/configmaps"
 	cm := func(name string, data map[string]any, labels map[string]any) map[string]any {
@@ -246,7 +259,7 @@ func TestAdmissionWebhooks(t *testing.T) {
 		}
 		exact := a.webhookConfig("MutatingWebhookConfiguration", "hpa-exact", ns, "/hpa-v1", map[string]any{"matchPolicy": "Exact",
 			"rules": []any{map[string]any{"operations": []any{"CREATE"}, "apiGroups": []any{"autoscaling"}, "apiVersions": []any{"v1"}, "resources": []any{"horizontalpodautoscalers"}}}})
-		do(t, "DELETE", mwc+"/hpa-"+ns, nil)
+		remove(mwc, "hpa-"+ns)
 		install(mwc, exact)
 		hpa["metadata"] = map[string]any{"name": "web2"}
 		if r := do(t, "POST", "/apis/autoscaling/v2/namespaces/"+ns+"/horizontalpodautoscalers", hpa); r.code != http.StatusCreated || get(r.object(t), "spec", "metrics", 0, "resource", "target", "averageUtilization") != 80.0 {
@@ -265,7 +278,7 @@ func TestAdmissionWebhooks(t *testing.T) {
 		if r.code != http.StatusInternalServerError || !strings.Contains(msg, `failed calling webhook "slow.example.com"`) || !strings.Contains(msg, "/slow") {
 			t.Fatalf("a slow webhook that fails closed: %d %s", r.code, r.body)
 		}
-		do(t, "DELETE", vwc+"/slow-"+ns, nil)
+		remove(vwc, "slow-"+ns)
 		install(vwc, a.webhookConfig("ValidatingWebhookConfiguration", "down", ns, "/down", nil))
 		r = do(t, "POST", cms, cm("blocked", nil, nil))
 		msg, _ = get(r.object(t), "message").(string)
@@ -273,7 +286,7 @@ func TestAdmissionWebhooks(t *testing.T) {
 			t.Fatalf("a down webhook that fails closed: %d %s", r.code, r.body)
 		}
 		// The configurations themselves are never judged: the broken one can be removed.
-		if r := do(t, "DELETE", vwc+"/down-"+ns, nil); r.code != http.StatusOK {
+		if r := remove(vwc, "down-"+ns); r.code != http.StatusOK {
 			t.Errorf("delete the broken webhook: %d %s", r.code, r.body)
 		}
 		if r := do(t, "POST", cms, cm("after", nil, nil)); r.code != http.StatusCreated {

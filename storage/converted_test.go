@@ -52,12 +52,13 @@ func TestConvertedFieldSelector(t *testing.T) {
 	if got, _ := base.Get(ctx, "ns", "red"); got.(*corev1.ConfigMap).Data["k"] != "red" {
 		t.Fatalf("stored: %v", got)
 	}
-	w, err := v.Watch(ctx, "ns", storage.WatchOptions{ResourceVersion: "0", Predicate: pred})
+	// A consistent watch: its initial events include the create above, then a bookmark.
+	w, err := v.Watch(ctx, "ns", storage.WatchOptions{SendInitialEvents: true, Bookmarks: true, Predicate: pred})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	if len(w.Initial) != 1 || w.Initial[0].Object.(*corev1.ConfigMap).Data["k"] != "RED" {
+	if len(w.Initial) != 2 || w.Initial[0].Type != watch.Added || w.Initial[0].Object.(*corev1.ConfigMap).Data["k"] != "RED" || !w.Initial[1].InitialEventsEnd {
 		t.Fatalf("initial events: %+v", w.Initial)
 	}
 	set := func(value string) {

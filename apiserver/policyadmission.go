@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/kplane/kplane/apiserver/admission"
 	"github.com/kplane/kplane/storage"
@@ -13,7 +14,8 @@ import (
 )
 
 // ValidatingAdmissionPolicies judge writes in the validating phase, before the validating
-// webhooks, as kube-apiserver orders them. Policies and bindings are read from the watch
+// webhooks, and MutatingAdmissionPolicies mutate them before the mutating webhooks, as
+// kube-apiserver orders them. Policies and bindings are read from the watch
 // cache on each write and compiled again only when one of them changes; params are read from
 // the watch cache of whatever served resource (built-in or custom) the policy's paramKind
 // names.
@@ -21,6 +23,8 @@ import (
 var (
 	validatingPoliciesGVR = admissionregistrationv1.SchemeGroupVersion.WithResource("validatingadmissionpolicies")
 	validatingBindingsGVR = admissionregistrationv1.SchemeGroupVersion.WithResource("validatingadmissionpolicybindings")
+	mutatingPoliciesGVR   = admissionregistrationv1.SchemeGroupVersion.WithResource("mutatingadmissionpolicies")
+	mutatingBindingsGVR   = admissionregistrationv1.SchemeGroupVersion.WithResource("mutatingadmissionpolicybindings")
 )
 
 func (s *Server) validatingPolicies() admission.Policies {
@@ -32,14 +36,40 @@ func (s *Server) validatingPolicies() admission.Policies {
 	return s.webhooks.policies.get(pkey+"|"+bkey, func() admission.Policies { return admission.ValidatingPolicies(policies, bindings) }, nil)
 }
 
-// policyContext gives policies their params and the request's namespace.
+func (s *Server) mutatingPolicies() admission.MutatingPolicies {
+	bindings, bkey := configurations[*admissionregistrationv1.MutatingAdmissionPolicyBinding](s, mutatingBindingsGVR)
+	if len(bindings) == 0 {
+		return nil
+	}
+	policies, pkey := configurations[*admissionregistrationv1.MutatingAdmissionPolicy](s, mutatingPoliciesGVR)
+	return s.webhooks.mutatingPolicies.get(pkey+"|"+bkey, func() admission.MutatingPolicies { return admission.CompileMutatingPolicies(policies, bindings) }, nil)
+}
+
+// policyContext gives policies their params, the request's namespace, and the merge of
+// apply configurations.
 func (s *Server) policyContext() admission.PolicyContext {
 	return admission.PolicyContext{
 		Params: s.paramStore,
 		Namespace: func(_ context.Context, name string) (runtime.Object, error) {
 			return s.resources[namespacesGVR].store.GetCached("", name)
 		},
+		Merge: s.mergeApplyConfiguration,
 	}
+}
+
+// mergeApplyConfiguration merges a mutating policy's apply configuration into an object of
+// kind gvk with the field manager of the resource serving that kind, which knows its list and
+// map semantics.
+func (s *Server) mergeApplyConfiguration(gvk schema.GroupVersionKind, obj runtime.Object, patch map[string]any) (runtime.Object, error) {
+	for _, r := range s.servedResources() {
+		if r.info.GVK() != gvk {
+			continue
+		}
+		if m := r.fields[""]; m != nil {
+			return m.Merge(obj, patch)
+		}
+	}
+	return nil, fmt.Errorf("no type information for %v", gvk)
 }
 
 // paramStore finds the served resource of a paramKind.
@@ -88,6 +118,8 @@ func admissionCELErrors(obj runtime.Object) field.ErrorList {
 	switch o := obj.(type) {
 	case *admissionregistrationv1.ValidatingAdmissionPolicy:
 		_, errs = admission.CompileValidatingPolicy(o)
+	case *admissionregistrationv1.MutatingAdmissionPolicy:
+		_, errs = admission.CompileMutatingPolicy(o)
 	case *admissionregistrationv1.ValidatingWebhookConfiguration:
 		for i, w := range o.Webhooks {
 			_, e := admission.CompileConditions(w.MatchConditions, field.NewPath("webhooks").Index(i).Child("matchConditions"))

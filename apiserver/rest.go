@@ -303,12 +303,12 @@ func (s *Server) createChecked(ctx context.Context, req request, obj storage.Obj
 // are retried from the client's object. The write is recorded in managedFields as req's writer's.
 func (s *Server) createPrepared(ctx context.Context, req request, original storage.Object, dry bool) (storage.Object, error) {
 	res := req.res
-	// Mutating webhooks see the object defaulted, as kube-apiserver decodes it, and before
+	// Mutating policies and webhooks see the object defaulted, as kube-apiserver decodes it, and before
 	// its name is generated; what they return is prepared again below.
-	if hooks := s.mutatingHooksFor(req); len(hooks) > 0 {
+	if m := s.mutatorsFor(req); !m.empty() {
 		probe := original.DeepCopyObject().(storage.Object)
 		res.strategy.PrepareCreate(probe)
-		mutated, changed, err := s.mutateAdmission(ctx, req, hooks, admissionv1.Create, probe, nil, dry)
+		mutated, changed, err := s.mutateAdmission(ctx, req, m, admissionv1.Create, probe, nil, dry)
 		if err != nil {
 			return nil, err
 		}
@@ -408,7 +408,7 @@ func (s *Server) updateFunc(ctx context.Context, req request, newObj func(cur st
 		if err := res.strategy.AdmitFor(ctx, s.objects(), obj, cur, req.subresource); err != nil {
 			return nil, err
 		}
-		mutated, changed, err := s.mutateAdmission(ctx, req, s.mutatingHooksFor(req), admissionv1.Update, obj, cur, dry)
+		mutated, changed, err := s.mutateAdmission(ctx, req, s.mutatorsFor(req), admissionv1.Update, obj, cur, dry)
 		if err != nil {
 			return nil, err
 		}

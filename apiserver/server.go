@@ -104,6 +104,7 @@ type Server struct {
 	webhooks struct {
 		validating, mutating prepared[admission.Hooks]
 		policies             prepared[admission.Policies]
+		mutatingPolicies     prepared[admission.MutatingPolicies]
 	}
 }
 

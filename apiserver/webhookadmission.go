@@ -178,22 +178,30 @@ func webhooksApply(req request) bool {
 	return !admission.Exempt(req.res.info.GroupResource()) && req.subresource != "scale"
 }
 
-// mutatingHooksFor are the mutating webhooks that may judge writes of req's resource.
-func (s *Server) mutatingHooksFor(req request) admission.Hooks {
-	if !webhooksApply(req) {
-		return nil
-	}
-	return s.mutatingHooks()
+// mutators are what runs in the mutating phase: mutating admission policies, then webhooks.
+type mutators struct {
+	policies admission.MutatingPolicies
+	hooks    admission.Hooks
 }
 
-// mutateAdmission runs mutating webhooks (from mutatingHooksFor) on a write; it returns the
-// object as they left it, and whether they changed it.
-func (s *Server) mutateAdmission(ctx context.Context, req request, hooks admission.Hooks, op admissionv1.Operation, obj, old storage.Object, dry bool) (storage.Object, bool, error) {
-	if len(hooks) == 0 {
+func (m mutators) empty() bool { return len(m.policies) == 0 && len(m.hooks) == 0 }
+
+// mutatorsFor are the mutating policies and webhooks that may judge writes of req's resource.
+func (s *Server) mutatorsFor(req request) mutators {
+	if !webhooksApply(req) {
+		return mutators{}
+	}
+	return mutators{s.mutatingPolicies(), s.mutatingHooks()}
+}
+
+// mutateAdmission runs the mutating phase (from mutatorsFor) on a write; it returns the
+// object as it left it, and whether it changed it.
+func (s *Server) mutateAdmission(ctx context.Context, req request, m mutators, op admissionv1.Operation, obj, old storage.Object, dry bool) (storage.Object, bool, error) {
+	if m.empty() {
 		return obj, false, nil
 	}
 	ar := s.admissionRequest(ctx, req, op, obj, old, dry)
-	changed, err := ar.Mutate(ctx, hooks)
+	changed, err := ar.Mutate(ctx, m.policies, s.policyContext(), m.hooks)
 	addWarnings(ctx, ar.Warnings)
 	if err != nil {
 		return nil, false, err
@@ -235,8 +243,8 @@ func (s *Server) admitDelete(ctx context.Context, req request, dry bool) error {
 	if !webhooksApply(req) {
 		return nil
 	}
-	mutating, validating, policies := s.mutatingHooks(), s.validatingHooks(), s.validatingPolicies()
-	if len(mutating) == 0 && len(validating) == 0 && len(policies) == 0 {
+	mutating, validating, policies := s.mutatorsFor(req), s.validatingHooks(), s.validatingPolicies()
+	if mutating.empty() && len(validating) == 0 && len(policies) == 0 {
 		return nil
 	}
 	cur, err := req.res.store.Get(ctx, req.namespace, req.name)

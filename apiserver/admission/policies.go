@@ -73,70 +73,114 @@ type validation struct {
 	reason              metav1.StatusReason
 }
 
-// Policy is a compiled ValidatingAdmissionPolicy with its bindings.
-type Policy struct {
+// policy is what validating and mutating admission policies share: what they can judge
+// (matchConstraints), their params, match conditions and variables, and their bindings.
+type policy struct {
 	Name        string
 	failOpen    bool
 	constraints *admissionregistrationv1.MatchResources
 	paramKind   *admissionregistrationv1.ParamKind
 	conditions  []namedProgram
 	variables   []namedProgram
-	validations []validation
 	// broken is why the policy cannot be evaluated: each matching request fails with it,
 	// per the failure policy.
 	broken   error
-	bindings []*admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	bindings []policyBinding
+}
+
+// policyBinding is a binding of either kind of policy: what it selects and its params.
+type policyBinding struct {
+	name     string
+	match    *admissionregistrationv1.MatchResources
+	paramRef *admissionregistrationv1.ParamRef
+	// actions are a validating binding's validationActions.
+	actions []admissionregistrationv1.ValidationAction
+}
+
+// Policy is a compiled ValidatingAdmissionPolicy with its bindings.
+type Policy struct {
+	policy
+	validations []validation
 }
 
 // Policies are the compiled policies of the server, by name.
 type Policies []*Policy
 
-// CompileValidatingPolicy compiles the CEL of a policy; the errors are the policy's invalid
-// expressions, under spec.
-func CompileValidatingPolicy(p *admissionregistrationv1.ValidatingAdmissionPolicy) (*Policy, field.ErrorList) {
-	out := &Policy{Name: p.Name, failOpen: p.Spec.FailurePolicy != nil && *p.Spec.FailurePolicy == admissionregistrationv1.Ignore,
-		constraints: p.Spec.MatchConstraints, paramKind: p.Spec.ParamKind}
-	spec := field.NewPath("spec")
-	env, err := policyEnv()
+// policyCompiler compiles the expressions of one policy, collecting what does not compile.
+type policyCompiler struct {
+	env  *cel.Env
+	errs field.ErrorList
+}
+
+func newPolicyCompiler(env func() (*cel.Env, error), spec *field.Path) (*policyCompiler, field.ErrorList) {
+	e, err := env()
 	if err != nil {
 		return nil, field.ErrorList{field.InternalError(spec, err)}
 	}
-	var errs field.ErrorList
-	add := func(list *[]namedProgram, name, expr string, want *cel.Type, path *field.Path) {
-		prog, ferr := compileExpr(env, expr, want, path)
-		if ferr != nil {
-			errs = append(errs, ferr)
-			return
-		}
+	return &policyCompiler{env: e}, nil
+}
+
+func (c *policyCompiler) compile(expr string, want *cel.Type, path *field.Path) cel.Program {
+	prog, ferr := compileExpr(c.env, expr, want, path)
+	if ferr != nil {
+		c.errs = append(c.errs, ferr)
+	}
+	return prog
+}
+
+func (c *policyCompiler) add(list *[]namedProgram, name, expr string, want *cel.Type, path *field.Path) {
+	if prog := c.compile(expr, want, path); prog != nil {
 		*list = append(*list, namedProgram{name, prog})
 	}
-	for i, mc := range p.Spec.MatchConditions {
-		add(&out.conditions, mc.Name, mc.Expression, cel.BoolType, spec.Child("matchConditions").Index(i).Child("expression"))
+}
+
+// common compiles what every policy has: match conditions and variables.
+func (c *policyCompiler) common(out *policy, conds []admissionregistrationv1.MatchCondition, vars []admissionregistrationv1.Variable, spec *field.Path) {
+	for i, mc := range conds {
+		c.add(&out.conditions, mc.Name, mc.Expression, cel.BoolType, spec.Child("matchConditions").Index(i).Child("expression"))
 	}
-	for i, v := range p.Spec.Variables {
-		add(&out.variables, v.Name, v.Expression, nil, spec.Child("variables").Index(i).Child("expression"))
+	for i, v := range vars {
+		c.add(&out.variables, v.Name, v.Expression, nil, spec.Child("variables").Index(i).Child("expression"))
 	}
+}
+
+// done records what did not compile as why the policy is broken.
+func (c *policyCompiler) done(out *policy) field.ErrorList {
+	if len(c.errs) > 0 {
+		out.broken = c.errs.ToAggregate()
+	}
+	return c.errs
+}
+
+// CompileValidatingPolicy compiles the CEL of a policy; the errors are the policy's invalid
+// expressions, under spec.
+func CompileValidatingPolicy(p *admissionregistrationv1.ValidatingAdmissionPolicy) (*Policy, field.ErrorList) {
+	out := &Policy{policy: policy{Name: p.Name, failOpen: p.Spec.FailurePolicy != nil && *p.Spec.FailurePolicy == admissionregistrationv1.Ignore,
+		constraints: p.Spec.MatchConstraints, paramKind: p.Spec.ParamKind}}
+	spec := field.NewPath("spec")
+	c, errs := newPolicyCompiler(policyEnv, spec)
+	if errs != nil {
+		return nil, errs
+	}
+	c.common(&out.policy, p.Spec.MatchConditions, p.Spec.Variables, spec)
 	for i, v := range p.Spec.Validations {
 		path := spec.Child("validations").Index(i)
 		val := validation{expression: v.Expression, message: v.Message, reason: metav1.StatusReasonInvalid}
 		if v.Reason != nil {
 			val.reason = *v.Reason
 		}
-		var ferr *field.Error
-		if val.prog, ferr = compileExpr(env, v.Expression, cel.BoolType, path.Child("expression")); ferr != nil {
-			errs = append(errs, ferr)
-		}
+		val.prog = c.compile(v.Expression, cel.BoolType, path.Child("expression"))
 		if v.MessageExpression != "" {
-			if val.messageProg, ferr = compileExpr(env, v.MessageExpression, cel.StringType, path.Child("messageExpression")); ferr != nil {
-				errs = append(errs, ferr)
-			}
+			val.messageProg = c.compile(v.MessageExpression, cel.StringType, path.Child("messageExpression"))
 		}
 		out.validations = append(out.validations, val)
 	}
-	if len(errs) > 0 {
-		out.broken = errs.ToAggregate()
+	for i, a := range p.Spec.AuditAnnotations {
+		// Audit annotations go to the audit log, which kplane does not keep; their
+		// expressions are still checked, so a policy that would break there is refused.
+		c.compile(a.ValueExpression, nil, spec.Child("auditAnnotations").Index(i).Child("valueExpression"))
 	}
-	return out, errs
+	return out, c.done(&out.policy)
 }
 
 // ValidatingPolicies compiles policies and attaches their bindings; a binding of a policy that
@@ -149,7 +193,7 @@ func ValidatingPolicies(policies []*admissionregistrationv1.ValidatingAdmissionP
 		c, _ := CompileValidatingPolicy(p)
 		for _, b := range bindings {
 			if b.Spec.PolicyName == p.Name {
-				c.bindings = append(c.bindings, b)
+				c.bindings = append(c.bindings, policyBinding{name: b.Name, match: b.Spec.MatchResources, paramRef: b.Spec.ParamRef, actions: b.Spec.ValidationActions})
 			}
 		}
 		if len(c.bindings) > 0 {
@@ -175,6 +219,8 @@ type PolicyContext struct {
 	Params ParamStores
 	// Namespace returns the request's Namespace object.
 	Namespace func(ctx context.Context, name string) (runtime.Object, error)
+	// Merge merges the apply configurations of mutating policies.
+	Merge Merger
 }
 
 // decision is the outcome of one validation under one binding.
@@ -239,81 +285,137 @@ func reasonCode(reason metav1.StatusReason) int32 {
 }
 
 // resourcesMatch applies a MatchResources: the rules (all resources when binding and empty),
-// the exclusions and the selectors.
-func resourcesMatch(ctx context.Context, m *admissionregistrationv1.MatchResources, a *Attributes, nsLabels NamespaceLabels, binding bool) (bool, error) {
+// the exclusions and the selectors. With matchPolicy Equivalent (the default), rules that name
+// another version the resource is served at match too, and v is that version (nil: the
+// request's own).
+func resourcesMatch(ctx context.Context, m *admissionregistrationv1.MatchResources, a *Attributes, nsLabels NamespaceLabels, binding bool) (v *Version, ok bool, err error) {
 	if m == nil {
-		return binding, nil
+		return nil, binding, nil
 	}
-	if !(binding && len(m.ResourceRules) == 0) && !namedRulesMatch(m.ResourceRules, a) {
-		return false, nil
+	if !(binding && len(m.ResourceRules) == 0) {
+		if v, ok = matchingNamedVersion(m.ResourceRules, m.MatchPolicy, a); !ok {
+			return nil, false, nil
+		}
 	}
-	if namedRulesMatch(m.ExcludeResourceRules, a) {
-		return false, nil
+	if _, excluded := matchingNamedVersion(m.ExcludeResourceRules, m.MatchPolicy, a); excluded {
+		return nil, false, nil
 	}
-	ok, err := NamespaceSelected(ctx, m.NamespaceSelector, a, nsLabels)
-	if err != nil || !ok {
-		return false, err
+	if ok, err = NamespaceSelected(ctx, m.NamespaceSelector, a, nsLabels); err != nil || !ok {
+		return nil, false, err
 	}
-	return ObjectSelected(m.ObjectSelector, a)
+	if ok, err = ObjectSelected(m.ObjectSelector, a); err != nil || !ok {
+		return nil, false, err
+	}
+	return v, true, nil
 }
 
-func namedRulesMatch(rules []admissionregistrationv1.NamedRuleWithOperations, a *Attributes) bool {
-	return slices.ContainsFunc(rules, func(r admissionregistrationv1.NamedRuleWithOperations) bool {
-		return ruleMatches(r.RuleWithOperations, a) && (len(r.ResourceNames) == 0 || slices.Contains(r.ResourceNames, a.Name))
-	})
+// matchingNamedVersion is MatchingVersion for rules that may also name resources.
+func matchingNamedVersion(rules []admissionregistrationv1.NamedRuleWithOperations, policy *admissionregistrationv1.MatchPolicyType, a *Attributes) (*Version, bool) {
+	if len(rules) == 0 {
+		return nil, false
+	}
+	plain := make([]admissionregistrationv1.RuleWithOperations, 0, len(rules))
+	for _, r := range rules {
+		if len(r.ResourceNames) == 0 || slices.Contains(r.ResourceNames, a.Name) {
+			plain = append(plain, r.RuleWithOperations)
+		}
+	}
+	return MatchingVersion(plain, policy, a)
 }
 
-// judge evaluates one policy under each of its bindings; it returns the Deny decisions.
-func (r *Request) judge(ctx context.Context, p *Policy, pc PolicyContext) ([]decision, error) {
-	ok, err := resourcesMatch(ctx, p.constraints, r.Attributes, r.NamespaceLabels, false)
-	if err != nil || !ok {
-		return nil, err
+// invocation is a policy evaluated under one of its bindings with one param, on the request
+// as seen at the version the policy's constraints name.
+type invocation struct {
+	binding *policyBinding
+	param   runtime.Object
+	version *Version
+}
+
+// configError is a policy or binding that could not be applied to a request.
+type configError struct {
+	binding string
+	err     error
+}
+
+func (e configError) message() string {
+	what := "policy"
+	if e.binding != "" {
+		what = "binding"
 	}
-	var denied []decision
-	configError := func(b string, err error) {
-		if p.failOpen {
-			return
-		}
-		what := "policy"
-		if b != "" {
-			what = "binding"
-		}
-		denied = append(denied, decision{policy: p.Name, binding: b, message: fmt.Sprintf("failed to configure %s: %v", what, err), reason: metav1.StatusReasonInvalid})
+	return fmt.Sprintf("failed to configure %s: %v", what, e.err)
+}
+
+// invocations are the bindings and params p judges the request under; problems with the
+// policy or a binding (a selector that cannot be read, params missing) come back as config
+// errors, to be reported per the failure policy.
+func (r *Request) invocations(ctx context.Context, p *policy, pc PolicyContext) ([]invocation, []configError, error) {
+	v, ok, err := resourcesMatch(ctx, p.constraints, r.Attributes, r.NamespaceLabels, false)
+	if err != nil {
+		return nil, []configError{{err: err}}, nil
+	}
+	if !ok {
+		return nil, nil, nil
 	}
 	if p.broken != nil {
-		configError("", p.broken)
-		return denied, nil
+		return nil, []configError{{err: p.broken}}, nil
 	}
-	for _, b := range p.bindings {
-		ok, err := resourcesMatch(ctx, b.Spec.MatchResources, r.Attributes, r.NamespaceLabels, true)
+	var invs []invocation
+	var errs []configError
+	for i := range p.bindings {
+		b := &p.bindings[i]
+		ok, err := bindingMatches(ctx, b, r)
 		if err != nil {
-			configError(b.Name, err)
+			errs = append(errs, configError{b.name, err})
 			continue
 		}
 		if !ok {
 			continue
 		}
-		params, err := r.params(p.paramKind, b.Spec.ParamRef, pc.Params)
+		params, err := r.params(p.paramKind, b.paramRef, pc.Params)
 		if err != nil {
-			configError(b.Name, err)
+			errs = append(errs, configError{b.name, err})
 			continue
 		}
 		for _, param := range params {
-			ds, err := r.evaluate(ctx, p, param, pc)
-			if err != nil {
-				return nil, err
-			}
-			for _, d := range ds {
-				d.policy, d.binding = p.Name, b.Name
-				for _, action := range b.Spec.ValidationActions {
-					switch action {
-					case admissionregistrationv1.Deny:
-						denied = append(denied, d)
-					case admissionregistrationv1.Warn:
-						r.Warnings = append(r.Warnings, fmt.Sprintf("Validation failed for ValidatingAdmissionPolicy '%s' with binding '%s': %s", p.Name, b.Name, d.message))
-					}
-					// Audit annotates the audit event, and kplane keeps no audit log.
+			invs = append(invs, invocation{binding: b, param: param, version: v})
+		}
+	}
+	return invs, errs, nil
+}
+
+func bindingMatches(ctx context.Context, b *policyBinding, r *Request) (bool, error) {
+	_, ok, err := resourcesMatch(ctx, b.match, r.Attributes, r.NamespaceLabels, true)
+	return ok, err
+}
+
+// judge evaluates one policy under each of its bindings; it returns the Deny decisions.
+func (r *Request) judge(ctx context.Context, p *Policy, pc PolicyContext) ([]decision, error) {
+	invs, cerrs, err := r.invocations(ctx, &p.policy, pc)
+	if err != nil {
+		return nil, err
+	}
+	var denied []decision
+	if !p.failOpen {
+		for _, e := range cerrs {
+			denied = append(denied, decision{policy: p.Name, binding: e.binding, message: e.message(), reason: metav1.StatusReasonInvalid})
+		}
+	}
+	for _, inv := range invs {
+		ds, err := r.evaluate(ctx, p, inv, pc)
+		if err != nil {
+			return nil, err
+		}
+		b := inv.binding
+		for _, d := range ds {
+			d.policy, d.binding = p.Name, b.name
+			for _, action := range b.actions {
+				switch action {
+				case admissionregistrationv1.Deny:
+					denied = append(denied, d)
+				case admissionregistrationv1.Warn:
+					r.Warnings = append(r.Warnings, fmt.Sprintf("Validation failed for ValidatingAdmissionPolicy '%s' with binding '%s': %s", p.Name, b.name, d.message))
 				}
+				// Audit annotates the audit event, and kplane keeps no audit log.
 			}
 		}
 	}
@@ -369,8 +471,8 @@ func (r *Request) params(kind *admissionregistrationv1.ParamKind, ref *admission
 
 // activation binds the variables of one evaluation; variables are evaluated in order, each
 // seeing the ones before it, and one that fails fails only the expressions that read it.
-func (r *Request) activation(ctx context.Context, p *Policy, param runtime.Object, pc PolicyContext) (map[string]any, error) {
-	base, err := Variables(r.Attributes)
+func (r *Request) activation(ctx context.Context, p *policy, view *Attributes, param runtime.Object, pc PolicyContext) (map[string]any, error) {
+	base, err := Variables(view)
 	if err != nil {
 		return nil, err
 	}
@@ -404,10 +506,32 @@ func (r *Request) activation(ctx context.Context, p *Policy, param runtime.Objec
 	return vars, nil
 }
 
-// evaluate runs a policy's conditions and validations for one param; evaluation errors are
-// decisions per the failure policy.
-func (r *Request) evaluate(ctx context.Context, p *Policy, param runtime.Object, pc PolicyContext) ([]decision, error) {
-	vars, err := r.activation(ctx, p, param, pc)
+// conditionsMatch evaluates a policy's match conditions.
+func (p *policy) conditionsMatch(vars map[string]any) (bool, error) {
+	for _, c := range p.conditions {
+		out, _, err := c.prog.Eval(vars)
+		if err != nil {
+			return false, fmt.Errorf("failed to evaluate match condition %q: %v", c.name, err)
+		}
+		b, ok := out.Value().(bool)
+		if !ok {
+			return false, fmt.Errorf("match condition %q did not evaluate to bool", c.name)
+		}
+		if !b {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// evaluate runs a policy's conditions and validations for one invocation; evaluation errors
+// are decisions per the failure policy.
+func (r *Request) evaluate(ctx context.Context, p *Policy, inv invocation, pc PolicyContext) ([]decision, error) {
+	view, err := r.viewAt(ctx, inv.version)
+	if err != nil {
+		return nil, err
+	}
+	vars, err := r.activation(ctx, &p.policy, view, inv.param, pc)
 	if err != nil {
 		return nil, err
 	}
@@ -417,18 +541,11 @@ func (r *Request) evaluate(ctx context.Context, p *Policy, param runtime.Object,
 		}
 		return []decision{{message: err.Error(), reason: metav1.StatusReasonInvalid}}
 	}
-	for _, c := range p.conditions {
-		out, _, err := c.prog.Eval(vars)
+	if ok, err := p.conditionsMatch(vars); err != nil || !ok {
 		if err != nil {
-			return failed(fmt.Errorf("failed to evaluate match condition %q: %v", c.name, err)), nil
+			return failed(err), nil
 		}
-		b, ok := out.Value().(bool)
-		if !ok {
-			return failed(fmt.Errorf("match condition %q did not evaluate to bool", c.name)), nil
-		}
-		if !b {
-			return nil, nil
-		}
+		return nil, nil
 	}
 	var out []decision
 	for _, v := range p.validations {

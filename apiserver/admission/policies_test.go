@@ -39,7 +39,7 @@ func TestNamedRulesAndBindings(t *testing.T) {
 			ExcludeResourceRules: []admissionregistrationv1.NamedRuleWithOperations{rule("a")}}, false, false},
 		{"object selector", &admissionregistrationv1.MatchResources{ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"x": "y"}}}, true, false},
 	} {
-		got, err := resourcesMatch(context.Background(), tc.m, cm, noLabels, tc.binding)
+		_, got, err := resourcesMatch(context.Background(), tc.m, cm, noLabels, tc.binding)
 		if err != nil || got != tc.want {
 			t.Errorf("%s: %v %v, want %v", tc.name, got, err, tc.want)
 		}

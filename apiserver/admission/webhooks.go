@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"reflect"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -339,69 +338,116 @@ func (r *Request) Validate(ctx context.Context, hooks Hooks) error {
 	return nil
 }
 
-// Mutate calls the mutating webhooks that match the request in order, each seeing the object
-// as the ones before it left it, and applies their patches to r.Object. A webhook with
-// reinvocationPolicy IfNeeded is called once more when a later one changed the object. It
-// reports whether the object changed.
-func (r *Request) Mutate(ctx context.Context, hooks Hooks) (bool, error) {
+// Mutate runs the mutating phase: the mutating admission policies, then the mutating
+// webhooks, each on the object the ones before it left. Then, once, the policies and webhooks
+// that asked to be reinvoked (IfNeeded) and ran before the last change run again. It reports
+// whether the object changed.
+func (r *Request) Mutate(ctx context.Context, policies MutatingPolicies, pc PolicyContext, hooks Hooks) (bool, error) {
+	steps, denials, err := r.mutatingInvocations(ctx, policies, pc)
+	if err != nil {
+		return false, err
+	}
+	if len(denials) > 0 {
+		return false, r.policiesDenied(denials)
+	}
 	changed := false
-	lastChange := -1 // index in calls of the last call that changed the object
-	var calls []*Hook
-	run := func(h *Hook) error {
-		view, version, err := r.matches(ctx, h)
-		if err != nil || view == nil {
-			return err
-		}
-		if err := r.dryRunSafe(h); err != nil {
-			return err
-		}
-		calls = append(calls, h)
-		resp, err := r.call(ctx, h, view, true)
-		if err != nil {
-			return fail(h, err)
-		}
-		if !resp.Allowed {
-			return denied(h, resp.Result)
-		}
-		if len(resp.Patch) == 0 {
-			return nil
-		}
-		if r.Object == nil {
-			return apierrors.NewInternalError(fmt.Errorf("admission webhook %q attempted to modify the object, which is not supported for this operation", h.Name))
-		}
-		mutated, diff, err := applyPatch(view.Object, resp.Patch)
-		if err != nil {
-			return apierrors.NewInternalError(fmt.Errorf("admission webhook %q returned an invalid patch: %v", h.Name, err))
-		}
-		if diff && version != nil {
-			if mutated, err = version.From(ctx, mutated); err != nil {
-				return apierrors.NewInternalError(err)
+	// mutator is one policy invocation or webhook: run reports whether it ran (matched) and
+	// changed the object.
+	type mutator struct {
+		reinvoke bool
+		run      func() (ran, changed bool, err error)
+	}
+	var mutators []mutator
+	var failed []string // failures of policies that fail closed, reported together
+	for _, st := range steps {
+		mutators = append(mutators, mutator{st.p.reinvoke, func() (bool, bool, error) {
+			ran, ch, failure, err := r.mutateBy(ctx, st.p, st.inv, pc)
+			if failure != nil && !st.p.failOpen {
+				failed = append(failed, policyDenial(st.p, st.inv.binding.name, failure))
+			}
+			return ran, ch, err
+		}})
+	}
+	policyCount := len(mutators)
+	for _, h := range hooks {
+		mutators = append(mutators, mutator{h.reinvoke, func() (bool, bool, error) { return r.mutateByHook(ctx, h) }})
+	}
+	var ran []int    // indexes in mutators, in the order they ran
+	lastChange := -1 // index in ran of the last mutator that changed the object
+	runAll := func(which []int) error {
+		for _, i := range which {
+			if i >= policyCount && len(failed) > 0 {
+				break // the policies failed: no webhook is called
+			}
+			did, ch, err := mutators[i].run()
+			if err != nil {
+				return err
+			}
+			if !did {
+				continue
+			}
+			ran = append(ran, i)
+			if ch {
+				changed, lastChange = true, len(ran)-1
 			}
 		}
-		if diff {
-			r.Object, r.vars = mutated, nil
-			changed, lastChange = true, len(calls)-1
+		if len(failed) > 0 {
+			return r.policiesDenied(failed)
 		}
 		return nil
 	}
-	for _, h := range hooks {
-		if err := run(h); err != nil {
-			return changed, err
+	all := make([]int, len(mutators))
+	for i := range all {
+		all[i] = i
+	}
+	if err := runAll(all); err != nil || lastChange < 0 {
+		return changed, err
+	}
+	var again []int
+	for _, i := range ran[:lastChange] {
+		if mutators[i].reinvoke {
+			again = append(again, i)
 		}
 	}
-	if lastChange < 0 {
-		return changed, nil
+	return changed, runAll(again)
+}
+
+// mutateByHook calls one mutating webhook and applies its patch.
+func (r *Request) mutateByHook(ctx context.Context, h *Hook) (ran, changed bool, err error) {
+	view, version, err := r.matches(ctx, h)
+	if err != nil || view == nil {
+		return false, false, err
 	}
-	// Reinvocation: the webhooks that asked for it and ran before the last change, once.
-	first := slices.Clone(calls[:lastChange])
-	for _, h := range first {
-		if h.reinvoke {
-			if err := run(h); err != nil {
-				return changed, err
-			}
+	if err := r.dryRunSafe(h); err != nil {
+		return false, false, err
+	}
+	resp, err := r.call(ctx, h, view, true)
+	if err != nil {
+		return true, false, fail(h, err)
+	}
+	if !resp.Allowed {
+		return true, false, denied(h, resp.Result)
+	}
+	if len(resp.Patch) == 0 {
+		return true, false, nil
+	}
+	if r.Object == nil {
+		return true, false, apierrors.NewInternalError(fmt.Errorf("admission webhook %q attempted to modify the object, which is not supported for this operation", h.Name))
+	}
+	mutated, diff, err := applyPatch(view.Object, resp.Patch)
+	if err != nil {
+		return true, false, apierrors.NewInternalError(fmt.Errorf("admission webhook %q returned an invalid patch: %v", h.Name, err))
+	}
+	if !diff {
+		return true, false, nil
+	}
+	if version != nil {
+		if mutated, err = version.From(ctx, mutated); err != nil {
+			return true, false, apierrors.NewInternalError(err)
 		}
 	}
-	return changed, nil
+	r.Object, r.vars = mutated, nil
+	return true, true, nil
 }
 
 // applyPatch applies a JSON patch to obj and decodes the result as obj's type.

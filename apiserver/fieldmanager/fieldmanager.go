@@ -24,8 +24,9 @@ import (
 // (apimachinery's managedfields.FieldManager, with its version check, client-side-apply
 // migration, cap of ten update managers and conflict errors) given kplane's type information.
 type Manager struct {
-	fm   *managedfields.FieldManager
-	conv converter
+	fm    *managedfields.FieldManager
+	conv  converter
+	types managedfields.TypeConverter
 }
 
 // Options describe the endpoint a Manager serves.
@@ -68,7 +69,7 @@ func New(types managedfields.TypeConverter, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Manager{fm: fm, conv: conv}, nil
+	return &Manager{fm: fm, conv: conv, types: types}, nil
 }
 
 // Update records that manager wrote obj over live (nil on create). It never fails: managed

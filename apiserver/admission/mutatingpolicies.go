@@ -1,0 +1,270 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/traits"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// MutatingAdmissionPolicies mutate in the mutating phase, before the mutating webhooks, as
+// kube-apiserver orders its plugins. A policy matches and takes params as a validating one
+// does; each of its mutations is a CEL expression giving either an apply configuration (the
+// fields to set, merged as server-side apply merges) or a JSON patch. Mutations run in order,
+// each on the object the previous one left; a policy with reinvocationPolicy IfNeeded runs
+// again, once, when a later policy or webhook changed the object after it.
+
+// mutationEnv is the environment of mutating policies: the policies' variables and the Object
+// and JSONPatch types their mutations build.
+var mutationEnv = sync.OnceValues(func() (*cel.Env, error) {
+	env, err := policyEnv()
+	if err != nil {
+		return nil, err
+	}
+	return env.Extend(cel.CustomTypeProvider(mutationTypes{env.CELTypeProvider()}), jsonPatchLibrary())
+})
+
+type mutation struct {
+	patchType  admissionregistrationv1.PatchType
+	expression string
+	prog       cel.Program
+}
+
+// MutatingPolicy is a compiled MutatingAdmissionPolicy with its bindings.
+type MutatingPolicy struct {
+	policy
+	reinvoke  bool
+	mutations []mutation
+}
+
+// MutatingPolicies are the compiled mutating policies of the server, by name.
+type MutatingPolicies []*MutatingPolicy
+
+// CompileMutatingPolicy compiles the CEL of a policy; the errors are the policy's invalid
+// expressions, under spec.
+func CompileMutatingPolicy(p *admissionregistrationv1.MutatingAdmissionPolicy) (*MutatingPolicy, field.ErrorList) {
+	out := &MutatingPolicy{policy: policy{Name: p.Name, failOpen: p.Spec.FailurePolicy != nil && *p.Spec.FailurePolicy == admissionregistrationv1.Ignore,
+		constraints: p.Spec.MatchConstraints, paramKind: p.Spec.ParamKind},
+		reinvoke: p.Spec.ReinvocationPolicy == admissionregistrationv1.IfNeededReinvocationPolicy}
+	spec := field.NewPath("spec")
+	c, errs := newPolicyCompiler(mutationEnv, spec)
+	if errs != nil {
+		return nil, errs
+	}
+	c.common(&out.policy, p.Spec.MatchConditions, p.Spec.Variables, spec)
+	for i, m := range p.Spec.Mutations {
+		path := spec.Child("mutations").Index(i)
+		var expr string
+		var want *cel.Type
+		switch {
+		case m.PatchType == admissionregistrationv1.PatchTypeApplyConfiguration && m.ApplyConfiguration != nil:
+			expr, want, path = m.ApplyConfiguration.Expression, types.NewObjectType(objectTypeName), path.Child("applyConfiguration", "expression")
+		case m.PatchType == admissionregistrationv1.PatchTypeJSONPatch && m.JSONPatch != nil:
+			expr, want, path = m.JSONPatch.Expression, cel.ListType(jsonPatchType), path.Child("jsonPatch", "expression")
+		default:
+			continue // the registry's validation refuses these
+		}
+		prog := c.compile(expr, want, path)
+		out.mutations = append(out.mutations, mutation{patchType: m.PatchType, expression: expr, prog: prog})
+	}
+	return out, c.done(&out.policy)
+}
+
+// CompileMutatingPolicies compiles policies and attaches their bindings; a binding of a
+// policy that does not exist does nothing.
+func CompileMutatingPolicies(policies []*admissionregistrationv1.MutatingAdmissionPolicy, bindings []*admissionregistrationv1.MutatingAdmissionPolicyBinding) MutatingPolicies {
+	sort.Slice(policies, func(i, j int) bool { return policies[i].Name < policies[j].Name })
+	sort.Slice(bindings, func(i, j int) bool { return bindings[i].Name < bindings[j].Name })
+	var out MutatingPolicies
+	for _, p := range policies {
+		c, _ := CompileMutatingPolicy(p)
+		for _, b := range bindings {
+			if b.Spec.PolicyName == p.Name {
+				c.bindings = append(c.bindings, policyBinding{name: b.Name, match: b.Spec.MatchResources, paramRef: b.Spec.ParamRef})
+			}
+		}
+		if len(c.bindings) > 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Merger merges an apply configuration into an object of kind gvk, as server-side apply
+// merges (the apiserver's field managers know each kind's list and map semantics).
+type Merger func(gvk schema.GroupVersionKind, obj runtime.Object, patch map[string]any) (runtime.Object, error)
+
+// policyDenial is a mutating policy's failure, as Kubernetes words it.
+func policyDenial(p *MutatingPolicy, binding string, err error) string {
+	if binding == "" {
+		return fmt.Sprintf("policy %q denied request: %v", p.Name, err)
+	}
+	return fmt.Sprintf("policy '%s' with binding '%s' denied request: %v", p.Name, binding, err)
+}
+
+// policiesDenied is the error of failed mutating policies: Forbidden, reason Invalid, the
+// first failure as the message and each as a cause.
+func (r *Request) policiesDenied(msgs []string) error {
+	err := apierrors.NewForbidden(r.Resource.GroupResource(), r.Name, errors.New("admission request denied by policy"))
+	err.ErrStatus.Message, err.ErrStatus.Reason = msgs[0], metav1.StatusReasonInvalid
+	for _, m := range msgs {
+		err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{Message: m})
+	}
+	return err
+}
+
+// viewAt is the request as seen at version v (nil: as it is).
+func (r *Request) viewAt(ctx context.Context, v *Version) (*Attributes, error) {
+	if v == nil {
+		return r.Attributes, nil
+	}
+	view, err := r.Attributes.AsVersion(ctx, *v)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return view, nil
+}
+
+// mutateBy runs one policy invocation: its match conditions, then its mutations in order. It
+// reports whether the invocation ran (its conditions matched) and whether it changed the
+// object. A failure of the policy comes back as failure, to be reported per its failure
+// policy; err is an error of the server's.
+func (r *Request) mutateBy(ctx context.Context, p *MutatingPolicy, inv invocation, pc PolicyContext) (ran, changed bool, failure, err error) {
+	view, err := r.viewAt(ctx, inv.version)
+	if err != nil {
+		return false, false, nil, err
+	}
+	cur := *view
+	vars, err := r.activation(ctx, &p.policy, &cur, inv.param, pc)
+	if err != nil {
+		return false, false, nil, err
+	}
+	if ok, err := p.conditionsMatch(vars); err != nil || !ok {
+		return false, false, err, nil
+	}
+	if cur.Object == nil { // DELETE, CONNECT: nothing to mutate
+		return true, false, nil, nil
+	}
+	for i, m := range p.mutations {
+		if i > 0 {
+			if vars, err = r.activation(ctx, &p.policy, &cur, inv.param, pc); err != nil {
+				return true, false, nil, err
+			}
+		}
+		next, failure := m.apply(cur.Kind, cur.Object, vars, pc.Merge)
+		if failure != nil {
+			return true, false, failure, nil
+		}
+		cur.Object = next
+	}
+	if apiequality.Semantic.DeepEqual(cur.Object, view.Object) {
+		return true, false, nil, nil
+	}
+	out := cur.Object
+	if inv.version != nil {
+		if out, err = inv.version.From(ctx, out); err != nil {
+			return true, false, nil, apierrors.NewInternalError(err)
+		}
+	}
+	r.Object, r.vars = out, nil
+	return true, true, nil, nil
+}
+
+// apply evaluates one mutation and applies its result to obj.
+func (m mutation) apply(gvk schema.GroupVersionKind, obj runtime.Object, vars map[string]any, merge Merger) (runtime.Object, error) {
+	res, _, err := m.prog.Eval(vars)
+	if err != nil {
+		return nil, fmt.Errorf("expression '%s' resulted in error: %v", m.expression, err)
+	}
+	if m.patchType == admissionregistrationv1.PatchTypeApplyConfiguration {
+		o, ok := res.(*objectVal)
+		if !ok {
+			return nil, fmt.Errorf("unsupported return type from ApplyConfiguration expression: %v", res.Type().TypeName())
+		}
+		if err := checkTypeNames(o, objectTypeName); err != nil {
+			return nil, fmt.Errorf("type mismatch: %w", err)
+		}
+		patch, err := jsonOf(o)
+		if err != nil {
+			return nil, err
+		}
+		if merge == nil {
+			return nil, errors.New("apply configurations are not supported here")
+		}
+		out, err := merge(gvk, obj, patch.(map[string]any))
+		if err != nil {
+			return nil, fmt.Errorf("error applying patch: %w", err)
+		}
+		return out, nil
+	}
+	list, ok := res.(traits.Lister)
+	if !ok {
+		return nil, errors.New("type mismatch: JSONPatchType.expression should evaluate to array")
+	}
+	var ops []map[string]any
+	for it := list.Iterator(); it.HasNext() == types.True; {
+		v := it.Next()
+		op, ok := v.(*jsonPatchOp)
+		if !ok {
+			return nil, fmt.Errorf("type mismatch: JSONPatchType.expression should evaluate to array of JSONPatch, got element of %s", v.Type().TypeName())
+		}
+		j, err := op.jsonOp()
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, j)
+	}
+	data, err := json.Marshal(ops)
+	if err != nil {
+		return nil, err
+	}
+	out, _, err := applyPatch(obj, data)
+	switch {
+	case errors.Is(err, jsonpatch.ErrTestFailed):
+		return obj, nil // a failed test op leaves the object as it was
+	case err != nil:
+		return nil, fmt.Errorf("JSON Patch: %w", err)
+	}
+	return out, nil
+}
+
+// mutatingInvocations are the policy invocations of the mutating phase, decided before any
+// of them runs, with the failures of policies and bindings that could not be applied.
+func (r *Request) mutatingInvocations(ctx context.Context, policies MutatingPolicies, pc PolicyContext) ([]policyStep, []string, error) {
+	var steps []policyStep
+	var denials []string
+	for _, p := range policies {
+		invs, cerrs, err := r.invocations(ctx, &p.policy, pc)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !p.failOpen {
+			for _, e := range cerrs {
+				denials = append(denials, policyDenial(p, e.binding, errors.New(e.message())))
+			}
+		}
+		for _, inv := range invs {
+			steps = append(steps, policyStep{p, inv})
+		}
+	}
+	return steps, denials, nil
+}
+
+type policyStep struct {
+	p   *MutatingPolicy
+	inv invocation
+}

@@ -267,6 +267,10 @@ func TestAdmissionCELRefusedWhenWritten(t *testing.T) {
 			"spec.validations[0].messageExpression", "must evaluate to string but got int"},
 		{"variable does not compile", vapPath, f.policy("c4", map[string]any{"variables": []any{map[string]any{"name": "v", "expression": "nope("}}, "validations": []any{map[string]any{"expression": "true"}}}),
 			"spec.variables[0].expression", "compilation failed: "},
+		{"mutation does not compile", mapPath, f.policy("c7", mutations(applyConfig("Object{"))),
+			"spec.mutations[0].applyConfiguration.expression", "compilation failed: "},
+		{"apply configuration not an Object", mapPath, f.policy("c8", mutations(applyConfig("'x'"))),
+			"spec.mutations[0].applyConfiguration.expression", "must evaluate to Object but got string"},
 		{"match condition of a policy", vapPath, f.policy("c5", map[string]any{"matchConditions": []any{map[string]any{"name": "m", "expression": "unknownVar"}}, "validations": []any{map[string]any{"expression": "true"}}}),
 			"spec.matchConditions[0].expression", "compilation failed: "},
 		{"match condition of a webhook", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", map[string]any{
@@ -293,4 +297,117 @@ func TestAdmissionCELRefusedWhenWritten(t *testing.T) {
 			}
 		})
 	}
+}
+
+const (
+	mapPath  = "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies"
+	mapbPath = "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings"
+)
+
+func mutations(m ...map[string]any) map[string]any {
+	list := make([]any, len(m))
+	for i := range m {
+		list[i] = m[i]
+	}
+	return map[string]any{"mutations": list, "reinvocationPolicy": "Never"}
+}
+
+func applyConfig(expr string) map[string]any {
+	return map[string]any{"patchType": "ApplyConfiguration", "applyConfiguration": map[string]any{"expression": expr}}
+}
+
+func TestMutatingAdmissionPolicies(t *testing.T) {
+	f := newPolicyFixture(t)
+	if r := do(t, "PATCH", "/api/v1/namespaces/"+f.ns, `{"metadata":{"labels":{"webhooks":"`+f.ns+`"}}}`, "Content-Type", "application/merge-patch+json"); r.code != http.StatusOK {
+		t.Fatalf("label namespace: %d %s", r.code, r.body)
+	}
+	mpBinding := func(name, policy string, spec map[string]any) map[string]any {
+		b := f.binding(name, policy, spec)
+		delete(b["spec"].(map[string]any), "validationActions")
+		return b
+	}
+	if r := do(t, "POST", f.cms, f.cm("defaults", map[string]any{"team": "blue"}, nil)); r.code != http.StatusCreated {
+		t.Fatalf("param: %d %s", r.code, r.body)
+	}
+
+	t.Run("policies mutate before the webhooks and are reinvoked after them", func(t *testing.T) {
+		a := newAdmissionServer(t)
+		policy := f.policy("team", mutations(
+			applyConfig(`Object{data: {"team": params.data.team}}`),
+			applyConfig(`Object{metadata: Object.metadata{annotations: {"policy-saw-b": object.metadata.?labels[?"b"].orValue("no")}}}`),
+		))
+		policy["spec"].(map[string]any)["paramKind"] = map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}
+		policy["spec"].(map[string]any)["reinvocationPolicy"] = "IfNeeded"
+		policy["spec"].(map[string]any)["matchConditions"] = []any{map[string]any{"name": "not-params", "expression": "object.metadata.name != 'defaults'"}}
+		f.install(t, mapPath, policy)
+		f.install(t, mapbPath, mpBinding("team", "team", map[string]any{"paramRef": map[string]any{"name": "defaults", "parameterNotFoundAction": "Deny"}}))
+		f.install(t, "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", a.webhookConfig("MutatingWebhookConfiguration", "b-mutate", f.ns, "/mutate-b", nil))
+		// Params come from the watch cache.
+		if r := do(t, "GET", f.cms+"?resourceVersion=0", nil); r.code != http.StatusOK {
+			t.Fatal(r.body)
+		}
+
+		r := do(t, "POST", f.cms, f.cm("mutated", map[string]any{"own": "x"}, nil))
+		if r.code != http.StatusCreated {
+			t.Fatalf("create: %d %s", r.code, r.body)
+		}
+		o := r.object(t)
+		if get(o, "data", "team") != "blue" || get(o, "data", "own") != "x" || get(o, "metadata", "labels", "b") != "set" ||
+			get(o, "metadata", "annotations", "policy-saw-b") != "set" {
+			t.Errorf("not mutated as expected: %s", r.body)
+		}
+		// An update is mutated too, and a dry run changes nothing stored.
+		r = do(t, "PUT", f.cms+"/mutated", map[string]any{"metadata": map[string]any{"name": "mutated"}, "data": map[string]any{"team": "red"}})
+		if r.code != http.StatusOK || get(r.object(t), "data", "team") != "blue" {
+			t.Errorf("update: %d %s", r.code, r.body)
+		}
+		r = do(t, "POST", f.cms+"?dryRun=All", f.cm("dry", nil, nil))
+		if r.code != http.StatusCreated || get(r.object(t), "data", "team") != "blue" {
+			t.Errorf("dry run: %d %s", r.code, r.body)
+		}
+		if r := do(t, "GET", f.cms+"/dry", nil); r.code != http.StatusNotFound {
+			t.Errorf("dry run stored: %d", r.code)
+		}
+	})
+
+	t.Run("a failing policy refuses the write per its failure policy", func(t *testing.T) {
+		bad := f.policy("bad", mutations(map[string]any{"patchType": "JSONPatch", "jsonPatch": map[string]any{"expression": `[JSONPatch{op: "remove", path: "/data/missing"}]`}}))
+		bad["spec"].(map[string]any)["matchConditions"] = []any{map[string]any{"name": "bad-only", "expression": "object.metadata.name.startsWith('bad')"}}
+		f.install(t, mapPath, bad)
+		f.install(t, mapbPath, mpBinding("bad", "bad", nil))
+		r := do(t, "POST", f.cms, f.cm("bad-one", map[string]any{"a": "b"}, nil))
+		want := "policy 'bad-" + f.ns + "' with binding 'bad-" + f.ns + "' denied request: JSON Patch: "
+		if r.code != http.StatusForbidden || get(r.object(t), "reason") != "Invalid" || !strings.Contains(get(r.object(t), "message").(string), want) {
+			t.Errorf("got %d %s, want 403 Invalid ...%s", r.code, r.body, want)
+		}
+		if r := do(t, "GET", f.cms+"/bad-one", nil); r.code != http.StatusNotFound {
+			t.Errorf("refused object stored: %d", r.code)
+		}
+		if r := do(t, "PATCH", mapPath+"/bad-"+f.ns, `{"spec":{"failurePolicy":"Ignore"}}`, "Content-Type", "application/merge-patch+json"); r.code != http.StatusOK {
+			t.Fatalf("patch policy: %d %s", r.code, r.body)
+		}
+		eventually(t, "the Ignore policy admitting", func() bool {
+			r := do(t, "POST", f.cms, f.cm("bad-two", map[string]any{"a": "b"}, nil))
+			return r.code == http.StatusCreated
+		})
+	})
+
+	t.Run("custom resources merge by their schema", func(t *testing.T) {
+		g := "map-" + f.ns + ".example.com"
+		createCRD(t, crdOf(t, g, widgetCRD))
+		t.Cleanup(func() { do(t, "DELETE", crdsPath+"/widgets."+g, nil) })
+		p := map[string]any{"metadata": map[string]any{"name": "widgets-" + f.ns}, "spec": map[string]any{
+			"matchConstraints":   map[string]any{"resourceRules": []any{map[string]any{"operations": []any{"CREATE"}, "apiGroups": []any{g}, "apiVersions": []any{"*"}, "resources": []any{"widgets"}}}},
+			"mutations":          []any{applyConfig(`Object{spec: Object.spec{replicas: 3}}`)},
+			"reinvocationPolicy": "Never",
+		}}
+		f.install(t, mapPath, p)
+		f.install(t, mapbPath, mpBinding("widgets", "widgets", nil))
+		w := widget("w", "red")
+		w["apiVersion"] = g + "/v1"
+		r := do(t, "POST", "/apis/"+g+"/v1/namespaces/"+f.ns+"/widgets", w)
+		if r.code != http.StatusCreated || get(r.object(t), "spec", "replicas") != 3.0 || get(r.object(t), "spec", "color") != "red" {
+			t.Errorf("create: %d %s", r.code, r.body)
+		}
+	})
 }

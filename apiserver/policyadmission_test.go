@@ -1,6 +1,7 @@
 package apiserver_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -190,14 +191,18 @@ func TestValidatingAdmissionPolicies(t *testing.T) {
 	})
 
 	t.Run("runtime cost limit", func(t *testing.T) {
-		ten := "[0,1,2,3,4,5,6,7,8,9]"
-		expr := ten + ".all(a, " + ten + ".all(b, " + ten + ".all(c, " + ten + ".all(d, " + ten + ".all(e, " + ten + ".all(g, a+b+c+d+e+g >= 0))))))"
+		// A cost that grows with the object is limited when the expression runs.
+		expr := "object.data.all(a, object.data.all(b, object.data.all(c, a + b + c != '')))"
 		f.install(t, vapPath, f.policy("cost", map[string]any{
 			"matchConditions": []any{map[string]any{"name": "mine", "expression": "object.metadata.name == 'costly'"}},
 			"validations":     []any{map[string]any{"expression": expr}},
 		}))
 		f.install(t, vapbPath, f.binding("cost", "cost", nil))
-		r := do(t, "POST", f.cms, f.cm("costly", nil, nil))
+		data := map[string]any{}
+		for i := range 100 {
+			data[fmt.Sprint("k", i)] = ""
+		}
+		r := do(t, "POST", f.cms, f.cm("costly", data, nil))
 		if r.code != http.StatusUnprocessableEntity || !strings.Contains(string(r.body), "cost limit exceeded") {
 			t.Errorf("got %d %s", r.code, r.body)
 		}
@@ -254,6 +259,8 @@ func TestValidatingAdmissionPolicies(t *testing.T) {
 
 func TestAdmissionCELRefusedWhenWritten(t *testing.T) {
 	f := newPolicyFixture(t)
+	ten := "[0,1,2,3,4,5,6,7,8,9]"
+	costly := ten + ".all(a, " + ten + ".all(b, " + ten + ".all(c, " + ten + ".all(d, " + ten + ".all(e, " + ten + ".all(g, a+b+c+d+e+g >= 0))))))"
 	cases := []struct {
 		name, path string
 		obj        map[string]any
@@ -267,6 +274,13 @@ func TestAdmissionCELRefusedWhenWritten(t *testing.T) {
 			"spec.validations[0].messageExpression", "must evaluate to string but got int"},
 		{"variable does not compile", vapPath, f.policy("c4", map[string]any{"variables": []any{map[string]any{"name": "v", "expression": "nope("}}, "validations": []any{map[string]any{"expression": "true"}}}),
 			"spec.variables[0].expression", "compilation failed: "},
+		{"cost over the budget whatever the object", vapPath, f.policy("c9", validations(map[string]any{"expression": costly})),
+			"spec.validations[0].expression", "estimated expression cost exceeds budget by factor of"},
+		{"webhook match condition over the budget", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", map[string]any{
+			"metadata": map[string]any{"name": "c10-" + f.ns},
+			"webhooks": []any{map[string]any{"name": "c10.example.com", "clientConfig": map[string]any{"url": "https://example.com/x"}, "sideEffects": "None", "admissionReviewVersions": []any{"v1"},
+				"matchConditions": []any{map[string]any{"name": "m", "expression": costly}}}},
+		}, "webhooks[0].matchConditions[0].expression", "estimated expression cost exceeds budget"},
 		{"mutation does not compile", mapPath, f.policy("c7", mutations(applyConfig("Object{"))),
 			"spec.mutations[0].applyConfiguration.expression", "compilation failed: "},
 		{"apply configuration not an Object", mapPath, f.policy("c8", mutations(applyConfig("'x'"))),

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/checker"
 	"github.com/google/cel-go/common/types"
 	"github.com/kplane/kplane/apiserver/customresource"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -43,6 +44,32 @@ func requestEnv(more ...cel.EnvOption) (*cel.Env, error) {
 	}, more...)...)
 }
 
+// emptyInputs estimates every value an expression reads as empty: what is left of its cost
+// is what it spends whatever the object, on its own literals and loops over them.
+type emptyInputs struct{}
+
+func (emptyInputs) EstimateSize(checker.AstNode) *checker.SizeEstimate {
+	return &checker.SizeEstimate{}
+}
+
+func (emptyInputs) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
+	return nil
+}
+
+// costExceeded refuses an expression whose estimated cost is over the per-call limit even on
+// an empty object. Kubernetes checks admission expressions' cost only when they run (their
+// objects are untyped, so nothing bounds their size when they are written); kplane also
+// refuses, when they are written, the ones that could never run within the limit. The cost
+// that grows with the object is still limited when they run.
+func costExceeded(env *cel.Env, ast *cel.Ast, path *field.Path) *field.Error {
+	est, err := env.EstimateCost(ast, emptyInputs{})
+	if err != nil || est.Max <= perCallCostLimit {
+		return nil
+	}
+	return field.Forbidden(path, fmt.Sprintf("estimated expression cost exceeds budget by factor of %.1fx even on an empty object (budget %d; try simplifying the expression)",
+		float64(est.Max)/perCallCostLimit, perCallCostLimit))
+}
+
 // Conditions are compiled matchConditions: a request matches when every one is true.
 type Conditions struct {
 	names []string
@@ -70,6 +97,10 @@ func CompileConditions(conds []admissionregistrationv1.MatchCondition, path *fie
 		}
 		if ast.OutputType() != cel.BoolType && ast.OutputType() != cel.DynType {
 			errs = append(errs, field.Invalid(p, mc.Expression, "must evaluate to bool"))
+			continue
+		}
+		if ferr := costExceeded(env, ast, p); ferr != nil {
+			errs = append(errs, ferr)
 			continue
 		}
 		prog, err := env.Program(ast, cel.CostLimit(perCallCostLimit))

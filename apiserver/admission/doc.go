@@ -1,11 +1,20 @@
-// Package admission decides what admission webhooks and ValidatingAdmissionPolicies say about
-// a write: which ones match a request (rules, scope, namespace and object selectors, CEL match
-// conditions), calling the webhooks (mutating with reinvocation, then validating), and
+// Package admission decides what admission webhooks and admission policies say about a write:
+// which ones match a request (rules, scope, namespace and object selectors, CEL match
+// conditions, the version a matchPolicy Equivalent rule names), calling the webhooks, and
 // evaluating the policies' CEL for each of their bindings and params.
+//
+// The mutating phase (Request.Mutate) runs the MutatingAdmissionPolicies, then the mutating
+// webhooks, each on the object the ones before it left, then once more those that asked to be
+// reinvoked and ran before the last change. The validating phase runs the
+// ValidatingAdmissionPolicies, then the validating webhooks.
 //
 // Policies are evaluated with object, oldObject, request, params, namespaceObject and
 // variables, all untyped (dyn), and Kubernetes' authorizer and authorizer.requestResource,
-// whose checks all answer allowed, since kplane does not authorize. The apiserver package compiles the configurations when they are written (422 for
-// CEL that does not compile), keeps the compiled ones until one changes, and gives the
-// policies their params from its own stores.
+// whose checks all answer allowed, since kplane does not authorize. Mutating policies build
+// their results with the Object and JSONPatch types of celobjects.go; an apply configuration
+// is merged by a Merger the apiserver gives (its field managers know each kind's list and map
+// semantics). The apiserver package compiles the configurations when they are written (422 for
+// CEL that does not compile, has the wrong type, or costs more than the budget even on an
+// empty object), keeps the compiled ones until one changes, and gives the policies their
+// params from its own stores.
 package admission

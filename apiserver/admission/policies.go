@@ -55,6 +55,9 @@ func compileExpr(env *cel.Env, expr string, want *cel.Type, path *field.Path) (c
 	if want != nil && !ast.OutputType().IsExactType(want) && !ast.OutputType().IsExactType(cel.DynType) {
 		return nil, field.Invalid(path, expr, fmt.Sprintf("must evaluate to %v but got %v", want, ast.OutputType()))
 	}
+	if ferr := costExceeded(env, ast, path); ferr != nil {
+		return nil, ferr
+	}
 	prog, err := env.Program(ast, cel.CostLimit(perCallCostLimit), cel.EvalOptions(cel.OptTrackCost))
 	if err != nil {
 		return nil, field.InternalError(path, fmt.Errorf("program instantiation failed: %w", err))

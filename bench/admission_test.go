@@ -37,15 +37,16 @@ func allowAll(w http.ResponseWriter, r *http.Request) {
 }
 
 // BenchmarkAdmission compares creating ConfigMaps with no admission, with one validating
-// webhook (a TLS server in this process that admits everything) and with one CEL
-// ValidatingAdmissionPolicy judging them, on the same server. 16 clients.
+// webhook (a TLS server in this process that admits everything), with one CEL
+// ValidatingAdmissionPolicy judging them and with one MutatingAdmissionPolicy labelling them
+// (an apply configuration), on the same server. 16 clients.
 func BenchmarkAdmission(b *testing.B) {
 	ctx := context.Background()
 	hook := httptest.NewTLSServer(http.HandlerFunc(allowAll))
 	defer hook.Close()
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: hook.Certificate().Raw})
 	for _, t := range targets(b) {
-		for _, judge := range []string{"none", "validating-webhook", "cel-policy"} {
+		for _, judge := range []string{"none", "validating-webhook", "cel-policy", "mutating-policy"} {
 			hookCalls.Store(0)
 			b.Run(t.name+"/"+judge, func(b *testing.B) {
 				ns := fmt.Sprintf("bench-admission-%s-%d-%s", runID, b.N, judge)
@@ -72,6 +73,31 @@ func BenchmarkAdmission(b *testing.B) {
 						Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: ns,
 							ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
 							MatchResources:    &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"bench-admission": ns}}}}}
+					if _, err := bindings.Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+						b.Fatal(err)
+					}
+					defer bindings.Delete(ctx, ns, metav1.DeleteOptions{})
+				}
+				if judge == "mutating-policy" {
+					policies := t.cs.AdmissionregistrationV1().MutatingAdmissionPolicies()
+					bindings := t.cs.AdmissionregistrationV1().MutatingAdmissionPolicyBindings()
+					fail := admissionregistrationv1.Fail
+					p := &admissionregistrationv1.MutatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: ns},
+						Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
+							FailurePolicy: &fail, ReinvocationPolicy: admissionregistrationv1.NeverReinvocationPolicy,
+							MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+								RuleWithOperations: admissionregistrationv1.RuleWithOperations{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+									Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}}}}}},
+							Mutations: []admissionregistrationv1.Mutation{{PatchType: admissionregistrationv1.PatchTypeApplyConfiguration,
+								ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{Expression: `Object{metadata: Object.metadata{labels: {"mutated": "yes"}}}`}}},
+						}}
+					if _, err := policies.Create(ctx, p, metav1.CreateOptions{}); err != nil {
+						b.Fatal(err)
+					}
+					defer policies.Delete(ctx, ns, metav1.DeleteOptions{})
+					binding := &admissionregistrationv1.MutatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: ns},
+						Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: ns,
+							MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"bench-admission": ns}}}}}
 					if _, err := bindings.Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 						b.Fatal(err)
 					}
@@ -104,8 +130,9 @@ func BenchmarkAdmission(b *testing.B) {
 					for k := range 100 {
 						data[fmt.Sprint("k", k)] = "v"
 					}
-					_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("probe-", i)}, Data: data}, metav1.CreateOptions{})
-					if (judge == "cel-policy" && err != nil) || (judge == "validating-webhook" && hookCalls.Load() > before) {
+					created, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("probe-", i)}, Data: data}, metav1.CreateOptions{})
+					if (judge == "cel-policy" && err != nil) || (judge == "validating-webhook" && hookCalls.Load() > before) ||
+						(judge == "mutating-policy" && err == nil && created.Labels["mutated"] == "yes") {
 						break
 					}
 					if time.Now().After(deadline) {

@@ -231,6 +231,10 @@ func TestControlAPIs(t *testing.T) {
 			r := all.fail("certificate", "deny", ns+"-alice")
 			expectContains(t, "deny after approve", r.stderr, "already Approved")
 		}},
+		{"the mutating policy labels new ConfigMaps", func(t *testing.T) {
+			k.ok("create", "configmap", "probe", "--from-literal=a=b")
+			k.expectJSONPath("configmap/probe", "{.metadata.labels.mutated}", "true")
+		}},
 		{"roleRef is immutable", func(t *testing.T) {
 			r := k.fail("patch", "rolebinding", "read-pods", "--type", "merge", "-p", `{"roleRef":{"name":"other"}}`)
 			expectContains(t, "roleRef patch", r.stderr, "cannot change roleRef")

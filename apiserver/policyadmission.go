@@ -28,21 +28,23 @@ var (
 )
 
 func (s *Server) validatingPolicies() admission.Policies {
-	bindings, bkey := configurations[*admissionregistrationv1.ValidatingAdmissionPolicyBinding](s, validatingBindingsGVR)
-	if len(bindings) == 0 {
-		return nil
-	}
-	policies, pkey := configurations[*admissionregistrationv1.ValidatingAdmissionPolicy](s, validatingPoliciesGVR)
-	return s.webhooks.policies.get(pkey+"|"+bkey, func() admission.Policies { return admission.ValidatingPolicies(policies, bindings) }, nil)
+	return compiledPolicies(s, validatingPoliciesGVR, validatingBindingsGVR, &s.webhooks.policies, admission.ValidatingPolicies)
 }
 
 func (s *Server) mutatingPolicies() admission.MutatingPolicies {
-	bindings, bkey := configurations[*admissionregistrationv1.MutatingAdmissionPolicyBinding](s, mutatingBindingsGVR)
+	return compiledPolicies(s, mutatingPoliciesGVR, mutatingBindingsGVR, &s.webhooks.mutatingPolicies, admission.CompileMutatingPolicies)
+}
+
+// compiledPolicies are the policies of one kind with their bindings, compiled again only
+// when one of them changed; none when nothing binds them.
+func compiledPolicies[P, B storage.Object, C any](s *Server, policiesGVR, bindingsGVR schema.GroupVersionResource, cache *prepared[C], compile func([]P, []B) C) C {
+	bindings, bkey := configurations[B](s, bindingsGVR)
 	if len(bindings) == 0 {
-		return nil
+		var none C
+		return none
 	}
-	policies, pkey := configurations[*admissionregistrationv1.MutatingAdmissionPolicy](s, mutatingPoliciesGVR)
-	return s.webhooks.mutatingPolicies.get(pkey+"|"+bkey, func() admission.MutatingPolicies { return admission.CompileMutatingPolicies(policies, bindings) }, nil)
+	policies, pkey := configurations[P](s, policiesGVR)
+	return cache.get(pkey+"|"+bkey, func() C { return compile(policies, bindings) }, nil)
 }
 
 // policyContext gives policies their params, the request's namespace, and the merge of

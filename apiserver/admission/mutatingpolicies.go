@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 
 	"github.com/google/cel-go/cel"
@@ -87,21 +86,14 @@ func CompileMutatingPolicy(p *admissionregistrationv1.MutatingAdmissionPolicy) (
 // CompileMutatingPolicies compiles policies and attaches their bindings; a binding of a
 // policy that does not exist does nothing.
 func CompileMutatingPolicies(policies []*admissionregistrationv1.MutatingAdmissionPolicy, bindings []*admissionregistrationv1.MutatingAdmissionPolicyBinding) MutatingPolicies {
-	sort.Slice(policies, func(i, j int) bool { return policies[i].Name < policies[j].Name })
-	sort.Slice(bindings, func(i, j int) bool { return bindings[i].Name < bindings[j].Name })
-	var out MutatingPolicies
-	for _, p := range policies {
-		c, _ := CompileMutatingPolicy(p)
-		for _, b := range bindings {
-			if b.Spec.PolicyName == p.Name {
-				c.bindings = append(c.bindings, policyBinding{name: b.Name, match: b.Spec.MatchResources, paramRef: b.Spec.ParamRef})
-			}
-		}
-		if len(c.bindings) > 0 {
-			out = append(out, c)
-		}
-	}
-	return out
+	return bind(policies, bindings,
+		func(p *admissionregistrationv1.MutatingAdmissionPolicy) (*MutatingPolicy, *policy) {
+			c, _ := CompileMutatingPolicy(p)
+			return c, &c.policy
+		},
+		func(b *admissionregistrationv1.MutatingAdmissionPolicyBinding) (string, policyBinding) {
+			return b.Spec.PolicyName, policyBinding{name: b.Name, match: b.Spec.MatchResources, paramRef: b.Spec.ParamRef}
+		})
 }
 
 // Merger merges an apply configuration into an object of kind gvk, as server-side apply

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 
@@ -189,17 +188,31 @@ func CompileValidatingPolicy(p *admissionregistrationv1.ValidatingAdmissionPolic
 // ValidatingPolicies compiles policies and attaches their bindings; a binding of a policy that
 // does not exist does nothing.
 func ValidatingPolicies(policies []*admissionregistrationv1.ValidatingAdmissionPolicy, bindings []*admissionregistrationv1.ValidatingAdmissionPolicyBinding) Policies {
-	sort.Slice(policies, func(i, j int) bool { return policies[i].Name < policies[j].Name })
-	sort.Slice(bindings, func(i, j int) bool { return bindings[i].Name < bindings[j].Name })
-	var out Policies
+	return bind(policies, bindings,
+		func(p *admissionregistrationv1.ValidatingAdmissionPolicy) (*Policy, *policy) {
+			c, _ := CompileValidatingPolicy(p)
+			return c, &c.policy
+		},
+		func(b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) (string, policyBinding) {
+			return b.Spec.PolicyName, policyBinding{name: b.Name, match: b.Spec.MatchResources, paramRef: b.Spec.ParamRef, actions: b.Spec.ValidationActions}
+		})
+}
+
+// bind compiles policies and attaches to each the bindings naming it, both in name order;
+// policies without bindings are left out.
+func bind[P, B metav1.Object, C any](policies []P, bindings []B, compile func(P) (C, *policy), binding func(B) (string, policyBinding)) []C {
+	byName := func(a, b metav1.Object) int { return strings.Compare(a.GetName(), b.GetName()) }
+	slices.SortFunc(policies, func(a, b P) int { return byName(a, b) })
+	slices.SortFunc(bindings, func(a, b B) int { return byName(a, b) })
+	var out []C
 	for _, p := range policies {
-		c, _ := CompileValidatingPolicy(p)
+		c, core := compile(p)
 		for _, b := range bindings {
-			if b.Spec.PolicyName == p.Name {
-				c.bindings = append(c.bindings, policyBinding{name: b.Name, match: b.Spec.MatchResources, paramRef: b.Spec.ParamRef, actions: b.Spec.ValidationActions})
+			if name, pb := binding(b); name == p.GetName() {
+				core.bindings = append(core.bindings, pb)
 			}
 		}
-		if len(c.bindings) > 0 {
+		if len(core.bindings) > 0 {
 			out = append(out, c)
 		}
 	}

@@ -84,7 +84,7 @@ type Controller struct {
 	serverResources func(context.Context) ([]*metav1.APIResourceList, error)
 
 	mu      sync.Mutex
-	watched map[schema.GroupVersionResource]watched
+	watched controller.Discovered[watched]
 	kinds   map[schema.GroupKind]*kind // of the watched resources
 	started bool                       // the loop runs: new handlers are not waited for
 
@@ -102,7 +102,6 @@ func New(ctx *controller.Context, o *Options) (*Controller, error) {
 		client:    ctx.Client,
 		informers: ctx.Informers,
 		graph:     newGraph(),
-		watched:   map[schema.GroupVersionResource]watched{},
 		kinds:     map[schema.GroupKind]*kind{},
 		loop:      controller.NewLoop(ctx, Name, controller.WithWorkers(o.ConcurrentGCSyncs)),
 	}

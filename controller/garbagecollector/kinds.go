@@ -8,6 +8,7 @@ import (
 
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
+	"github.com/kplane/kplane/controller"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -58,17 +59,11 @@ func ignored(gvr schema.GroupVersionResource) bool {
 // discoveryPeriod, so a resource that appears later (a custom resource) is collected from the
 // next pass on, without a restart.
 func (c *Controller) rediscover(ctx context.Context) {
-	lists, err := c.serverResources(ctx)
+	served, err := controller.ServedResources(ctx, c.serverResources, func(r client.APIResource) bool { return !ignored(r.GroupVersionResource) }, collectedVerbs...)
 	if err != nil {
 		// Kept as they are: a failed discovery says nothing about what stopped being served.
 		slog.Warn("garbage collector: discovery failed, watching the resources found before", "err", err)
 		return
-	}
-	var served []client.APIResource
-	for _, r := range client.FilterResources(lists, collectedVerbs...) {
-		if !ignored(r.GroupVersionResource) {
-			served = append(served, r)
-		}
 	}
 	c.watch(served)
 	c.informers.Start(ctx)
@@ -80,12 +75,7 @@ func (c *Controller) rediscover(ctx context.Context) {
 func (c *Controller) watch(resources []client.APIResource) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	current := map[schema.GroupVersionResource]bool{}
-	for _, r := range resources {
-		current[r.GroupVersionResource] = true
-		if _, ok := c.watched[r.GroupVersionResource]; ok {
-			continue
-		}
+	c.watched.Sync(resources, func(r client.APIResource) (watched, bool) {
 		k := &kind{gvk: r.GroupVersionKind(), resource: r.Resource, namespaced: r.Namespaced, api: client.Metadata(c.client, r.GroupVersionResource)}
 		gvk := k.gvk
 		inf := c.informers.ForResource(r.GroupVersionResource)
@@ -95,23 +85,23 @@ func (c *Controller) watch(resources []client.APIResource) {
 			OnUpdate: func(_, obj cache.Object) { c.observe(nodeOf(obj, gvk)) },
 			OnDelete: func(obj cache.Object, _ bool) { c.forget(obj.GetUID()) },
 		}, 0)
-		c.watched[r.GroupVersionResource] = watched{kind: k, reg: reg}
 		c.kinds[gvk.GroupKind()] = k
 		if !c.started {
 			c.loop.Reads(reg.HasSynced)
 		}
 		slog.Debug("garbage collector: watching", "resource", r.GroupVersionResource)
-	}
-	for gvr, w := range c.watched {
-		if current[gvr] {
-			continue
-		}
-		w.reg.Remove()
-		delete(c.watched, gvr)
-		if c.kinds[w.kind.gvk.GroupKind()] == w.kind {
-			delete(c.kinds, w.kind.gvk.GroupKind())
-		}
+		return watched{kind: k, reg: reg}, true
+	}, func(gvr schema.GroupVersionResource, w watched) {
+		c.unwatch(w)
 		slog.Info("garbage collector: resource no longer served, not watching it", "resource", gvr)
+	})
+}
+
+// unwatch removes a resource's handler and forgets its kind.
+func (c *Controller) unwatch(w watched) {
+	w.reg.Remove()
+	if c.kinds[w.kind.gvk.GroupKind()] == w.kind {
+		delete(c.kinds, w.kind.gvk.GroupKind())
 	}
 }
 
@@ -119,10 +109,7 @@ func (c *Controller) watch(resources []client.APIResource) {
 func (c *Controller) watchedResources() []schema.GroupVersionResource {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]schema.GroupVersionResource, 0, len(c.watched))
-	for gvr := range c.watched {
-		out = append(out, gvr)
-	}
+	out := c.watched.Resources()
 	slices.SortFunc(out, compareGVR)
 	return out
 }
@@ -146,10 +133,7 @@ func (c *Controller) kindOf(gk schema.GroupKind) *kind {
 func (c *Controller) stopWatching() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for gvr, w := range c.watched {
-		w.reg.Remove()
-		delete(c.watched, gvr)
-	}
+	c.watched.Clear(func(_ schema.GroupVersionResource, w watched) { c.unwatch(w) })
 }
 
 // nodeOf is the graph's view of obj.

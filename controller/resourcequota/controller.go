@@ -92,7 +92,7 @@ type Controller struct {
 	mu      sync.Mutex
 	listers map[schema.GroupResource]quota.Lister // of every counted resource
 	typed   map[schema.GroupResource]bool         // pods, services, claims: typed informers
-	counted map[schema.GroupVersionResource]cache.Registration
+	counted controller.Discovered[cache.Registration]
 	started bool // the loop runs: new handlers are not waited for
 }
 
@@ -111,7 +111,6 @@ func New(ctx *controller.Context, o *Options) (*Controller, error) {
 		quotas:    cache.For[*corev1.ResourceQuota](ctx.Informers, "resourcequotas"),
 		listers:   map[schema.GroupResource]quota.Lister{},
 		typed:     map[schema.GroupResource]bool{},
-		counted:   map[schema.GroupVersionResource]cache.Registration{},
 		loop:      controller.NewLoop(ctx, Name, controller.WithWorkers(o.ConcurrentSyncs), controller.WithQueueName("resourcequota_primary")),
 		now:       time.Now,
 	}

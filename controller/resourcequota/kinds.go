@@ -71,16 +71,10 @@ func countTyped[T cache.Object](c *Controller, f *cache.Factory, resource string
 // before the first sync and then every discoveryPeriod, so a resource served later (a custom
 // resource) is counted from the next pass on, without a restart.
 func (c *Controller) rediscover(ctx context.Context) {
-	lists, err := c.serverResources(ctx)
+	served, err := controller.ServedResources(ctx, c.serverResources, func(r client.APIResource) bool { return r.Namespaced && !quota.Ignored(r.GroupResource()) }, countedVerbs...)
 	if err != nil {
 		slog.Warn("resource quota controller: discovery failed, counting the resources found before", "err", err)
 		return
-	}
-	var served []client.APIResource
-	for _, r := range client.FilterResources(lists, countedVerbs...) {
-		if r.Namespaced && !quota.Ignored(r.GroupResource()) {
-			served = append(served, r)
-		}
 	}
 	c.count(served)
 	c.informers.Start(ctx)
@@ -90,12 +84,10 @@ func (c *Controller) rediscover(ctx context.Context) {
 func (c *Controller) count(resources []client.APIResource) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	current := map[schema.GroupVersionResource]bool{}
-	for _, r := range resources {
+	c.counted.Sync(resources, func(r client.APIResource) (cache.Registration, bool) {
 		gr := r.GroupResource()
-		current[r.GroupVersionResource] = true
-		if _, ok := c.counted[r.GroupVersionResource]; ok || c.typed[gr] {
-			continue
+		if c.typed[gr] {
+			return cache.Registration{}, false
 		}
 		inf := c.informers.ForResource(r.GroupVersionResource)
 		h := cache.Handler[cache.Object]{OnDelete: func(obj cache.Object, _ bool) { c.replenish(gr, obj.GetNamespace()) }}
@@ -110,7 +102,6 @@ func (c *Controller) count(resources []client.APIResource) {
 			}
 		}
 		reg := inf.AddObjectHandler(h, 0)
-		c.counted[r.GroupVersionResource] = reg
 		c.listers[gr] = func(ns string) ([]runtime.Object, error) {
 			if !reg.HasSynced() {
 				return nil, fmt.Errorf("%s not known yet", gr)
@@ -125,15 +116,17 @@ func (c *Controller) count(resources []client.APIResource) {
 		if !c.started {
 			c.loop.Reads(reg.HasSynced)
 		}
-	}
-	for gvr, reg := range c.counted {
-		if !current[gvr] {
-			reg.Remove()
-			delete(c.counted, gvr)
-			delete(c.listers, gvr.GroupResource())
-			slog.Info("resource quota controller: resource no longer served, not counting it", "resource", gvr)
-		}
-	}
+		return reg, true
+	}, func(gvr schema.GroupVersionResource, reg cache.Registration) {
+		c.uncount(gvr, reg)
+		slog.Info("resource quota controller: resource no longer served, not counting it", "resource", gvr)
+	})
+}
+
+// uncount removes a counted resource's handler and lister.
+func (c *Controller) uncount(gvr schema.GroupVersionResource, reg cache.Registration) {
+	reg.Remove()
+	delete(c.listers, gvr.GroupResource())
 }
 
 // countedResources lists the resources counted now, sorted.
@@ -163,9 +156,5 @@ func (c *Controller) countingListers() map[schema.GroupResource]quota.Lister {
 func (c *Controller) stopCounting() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for gvr, reg := range c.counted {
-		reg.Remove()
-		delete(c.counted, gvr)
-		delete(c.listers, gvr.GroupResource())
-	}
+	c.counted.Clear(c.uncount)
 }

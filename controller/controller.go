@@ -13,6 +13,9 @@
 //	l.Run(ctx, c.sync)                     // in Run: workers call sync for each key
 //
 // A sync returns reconcile.After(d) to look at a key again later without calling it a failure.
+// Controllers that act on every served resource of some shape (the garbage collector, the
+// quota controller) keep their per-resource handlers in a Discovered set, in step with
+// ServedResources.
 package controller
 
 import (

@@ -27,9 +27,9 @@ const (
 	varRequest   = "request"
 )
 
-// conditionEnv is the environment of match conditions: the base library with the request's
-// object, oldObject and request, all of dynamic type.
-var conditionEnv = sync.OnceValues(func() (*cel.Env, error) { return requestEnv() })
+// conditionEnv is the environment of webhooks' match conditions: the base library with the
+// request's object, oldObject and request, all of dynamic type, and the authorizer.
+var conditionEnv = sync.OnceValues(func() (*cel.Env, error) { return requestEnv(authzLibrary()...) })
 
 // requestEnv is the base library with object, oldObject and request, and more declarations.
 func requestEnv(more ...cel.EnvOption) (*cel.Env, error) {
@@ -136,7 +136,8 @@ func (c *Conditions) Match(vars map[string]any) (bool, error) {
 // Empty reports whether there are no conditions.
 func (c *Conditions) Empty() bool { return c == nil || len(c.progs) == 0 }
 
-// Variables are the values of object, oldObject and request for a request's expressions.
+// Variables are the values of object, oldObject, request and the authorizer for a request's
+// expressions.
 func Variables(a *Attributes) (map[string]any, error) {
 	obj, err := toMap(a.Object)
 	if err != nil {
@@ -150,7 +151,9 @@ func Variables(a *Attributes) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{varObject: obj, varOldObject: old, varRequest: req}, nil
+	vars := map[string]any{varObject: obj, varOldObject: old, varRequest: req}
+	authzBindings(vars)
+	return vars, nil
 }
 
 // toMap is an object as the JSON map expressions see (null when absent).

@@ -88,6 +88,7 @@ func TestConditions(t *testing.T) {
 		{Name: "not-kube-system", Expression: "request.namespace != 'kube-system'"},
 		{Name: "labelled", Expression: "has(object.metadata.labels) && 'app' in object.metadata.labels"},
 		{Name: "create", Expression: "oldObject == null"},
+		{Name: "authorized", Expression: "authorizer.group('').resource('configmaps').namespace('default').check('get').allowed() && authorizer.requestResource.check('create').allowed()"},
 	}
 	c, errs := CompileConditions(conds, field.NewPath("matchConditions"))
 	if len(errs) > 0 {

@@ -499,7 +499,6 @@ func (r *Request) activation(ctx context.Context, p *policy, view *Attributes, p
 	if vars[varParams], err = toMap(param); err != nil {
 		return nil, err
 	}
-	authzBindings(vars)
 	vars[varNamespaceObject] = types.NullValue
 	if r.Namespace != "" && !(r.Kind.Group == "" && r.Kind.Kind == "Namespace") && pc.Namespace != nil {
 		ns, err := pc.Namespace(ctx, r.Namespace)

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -163,5 +164,63 @@ func TestValidatePolicies(t *testing.T) {
 				t.Errorf("warnings %q, want %d", r.Warnings, tc.warnings)
 			}
 		})
+	}
+}
+
+// TestPolicyMatchPolicy: a policy whose rules name another version of the resource sees the
+// request at that version (Equivalent, the default), or not at all (Exact); a mutating
+// policy's change made at that version comes back converted.
+func TestPolicyMatchPolicy(t *testing.T) {
+	v1 := schema.GroupVersion{Group: "example.com", Version: "v1"}
+	v2 := schema.GroupVersion{Group: "example.com", Version: "v2"}
+	// v2 names the field size, v1 count.
+	convert := func(to schema.GroupVersion, from, into string) func(context.Context, runtime.Object) (runtime.Object, error) {
+		return func(_ context.Context, o runtime.Object) (runtime.Object, error) {
+			u := o.(*unstructured.Unstructured).DeepCopy()
+			spec := u.Object["spec"].(map[string]any)
+			spec[into] = spec[from]
+			delete(spec, from)
+			u.SetAPIVersion(to.String())
+			return u, nil
+		}
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v2", "kind": "Widget",
+		"metadata": map[string]any{"name": "w", "namespace": "ns"}, "spec": map[string]any{"size": int64(3)}}}
+	request := func() *Request {
+		return &Request{Attributes: &Attributes{Operation: admissionv1.Create, Kind: v2.WithKind("Widget"), Resource: v2.WithResource("widgets"),
+			Name: "w", Namespace: "ns", Namespaced: true, Object: obj.DeepCopy(),
+			Equivalents: []Version{{Kind: v1.WithKind("Widget"), Resource: v1.WithResource("widgets"), To: convert(v1, "size", "count"), From: convert(v2, "count", "size")}}}}
+	}
+	v1Only := func(policy admissionregistrationv1.MatchPolicyType) *admissionregistrationv1.MatchResources {
+		return &admissionregistrationv1.MatchResources{MatchPolicy: &policy, ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+			Operations: []admissionregistrationv1.OperationType{"*"}, Rule: admissionregistrationv1.Rule{APIGroups: []string{"example.com"}, APIVersions: []string{"v1"}, Resources: []string{"widgets"}}}}}}
+	}
+	validating := func(policy admissionregistrationv1.MatchPolicyType) Policies {
+		return ValidatingPolicies([]*admissionregistrationv1.ValidatingAdmissionPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "p"},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{MatchConstraints: v1Only(policy), Validations: []admissionregistrationv1.Validation{{
+				Expression:        "false",
+				MessageExpression: "object.apiVersion + ' count=' + string(object.spec.count) + ' ' + request.kind.version + ' from ' + request.requestKind.version"}}}}},
+			[]*admissionregistrationv1.ValidatingAdmissionPolicyBinding{{ObjectMeta: metav1.ObjectMeta{Name: "b"},
+				Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: "p", ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}}}})
+	}
+	err := request().ValidatePolicies(context.Background(), validating(admissionregistrationv1.Equivalent), PolicyContext{})
+	if err == nil || !strings.HasSuffix(err.Error(), "denied request: example.com/v1 count=3 v1 from v2") {
+		t.Errorf("Equivalent: %v", err)
+	}
+	if err := request().ValidatePolicies(context.Background(), validating(admissionregistrationv1.Exact), PolicyContext{}); err != nil {
+		t.Errorf("Exact: %v", err)
+	}
+
+	mp := mutatingPolicy("m", admissionregistrationv1.MutatingAdmissionPolicySpec{MatchConstraints: v1Only(admissionregistrationv1.Equivalent),
+		Mutations: []admissionregistrationv1.Mutation{jsonPatch(`[JSONPatch{op: "replace", path: "/spec/count", value: object.spec.count + 1}]`)}})
+	r := request()
+	changed, err := r.Mutate(context.Background(), CompileMutatingPolicies([]*admissionregistrationv1.MutatingAdmissionPolicy{mp},
+		[]*admissionregistrationv1.MutatingAdmissionPolicyBinding{{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: "m"}}}), PolicyContext{}, nil)
+	if err != nil || !changed {
+		t.Fatalf("mutate: %v %v", changed, err)
+	}
+	got := r.Object.(*unstructured.Unstructured)
+	if got.GetAPIVersion() != "example.com/v2" || got.Object["spec"].(map[string]any)["size"] != int64(4) {
+		t.Errorf("mutated at v1, back at v2: %v", got.Object)
 	}
 }

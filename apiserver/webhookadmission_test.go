@@ -1,6 +1,7 @@
 package apiserver_test
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
@@ -9,11 +10,16 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
 )
 
 // admissionServer is a test server of admission webhooks, one per path:
@@ -479,4 +485,104 @@ func TestAdmissionWebhooksScale(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAdmissionConnect: exec, attach and portforward are admitted as CONNECT of the pod's
+// subresource, with the options the client asked for as the object, before the pod is looked
+// at; a mutating webhook's change of the options is what the apiserver goes on with, and a
+// refusal reaches kubectl's executor before any stream opens.
+func TestAdmissionConnect(t *testing.T) {
+	a := newAdmissionServer(t)
+	ns := namespace(t)
+	labelForWebhooks(t, ns)
+	rules := map[string]any{"rules": []any{map[string]any{"operations": []any{"CONNECT"}, "apiGroups": []any{""}, "apiVersions": []any{"v1"},
+		"resources": []any{"pods/exec", "pods/attach", "pods/portforward"}}}}
+	installAdmission(t, mwc, a.webhookConfig("MutatingWebhookConfiguration", "connect-mutate", ns, "/connect-mutate", rules))
+	installAdmission(t, vwc, a.webhookConfig("ValidatingWebhookConfiguration", "connect-validate", ns, "/connect-validate", rules))
+	installAdmission(t, vapPath, map[string]any{"metadata": map[string]any{"name": "connect-" + ns}, "spec": map[string]any{
+		"matchConstraints": map[string]any{
+			"resourceRules":     []any{map[string]any{"operations": []any{"CONNECT"}, "apiGroups": []any{""}, "apiVersions": []any{"v1"}, "resources": []any{"pods/exec"}}},
+			"namespaceSelector": map[string]any{"matchLabels": map[string]any{"webhooks": ns}},
+		},
+		"validations": []any{map[string]any{"expression": "request.operation == 'CONNECT' && !('rm' in object.command)", "message": "no rm"}},
+	}})
+	installAdmission(t, vapbPath, map[string]any{"metadata": map[string]any{"name": "connect-" + ns},
+		"spec": map[string]any{"policyName": "connect-" + ns, "validationActions": []any{"Deny"}}})
+	// The pod is on no node: what admission lets through stops at that check.
+	pod := map[string]any{"metadata": map[string]any{"name": "p"}, "spec": map[string]any{"containers": []any{map[string]any{"name": "c", "image": "busybox"}}}}
+	if r := do(t, "POST", "/api/v1/namespaces/"+ns+"/pods", pod); r.code != http.StatusCreated {
+		t.Fatalf("create pod: %d %s", r.code, r.body)
+	}
+	p := "/api/v1/namespaces/" + ns + "/pods/p"
+	const refused, noHost = `admission webhook "connect-validate.example.com" denied the request: not this one`, "pod p does not have a host assigned"
+
+	t.Run("kubectl's executor gets the refusal", func(t *testing.T) {
+		u, err := url.Parse(server.URL + p + "/exec?command=forbidden&stdout=true&container=c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := &rest.Config{Host: server.URL}
+		// As kubectl exec: WebSocket first, SPDY when the upgrade fails.
+		ws, err := remotecommand.NewWebSocketExecutor(cfg, "GET", u.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		spdy, err := remotecommand.NewSPDYExecutor(cfg, "POST", u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exec, err := remotecommand.NewFallbackExecutor(ws, spdy, httpstream.IsUpgradeFailure)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		err = exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: io.Discard})
+		// The executor reports the server's refusal as the failed upgrade's cause, and kubectl
+		// prints it.
+		if err == nil || !strings.HasSuffix(err.Error(), ": "+refused) {
+			t.Fatalf("exec: %T %v", err, err)
+		}
+	})
+
+	cases := []struct {
+		name, query string
+		code        int
+		message     string
+	}{
+		{"admitted exec", "/exec?command=ls&container=c&stdout=1", http.StatusBadRequest, noHost},
+		{"admitted attach", "/attach?container=c&stdout=1", http.StatusBadRequest, noHost},
+		{"admitted portforward", "/portforward?ports=8080", http.StatusBadRequest, noHost},
+		{"refused portforward", "/portforward?ports=8080,22", http.StatusForbidden, refused},
+		{"validating webhooks see what mutating ones made of the options", "/exec?command=sneak", http.StatusForbidden, refused},
+		{"the mutated options are the ones used", "/exec?command=hijack", http.StatusBadRequest, "container ghost is not valid for pod p"},
+		{"policies judge CONNECT", "/exec?command=rm&command=-rf", http.StatusUnprocessableEntity,
+			`pods "p" is forbidden: ValidatingAdmissionPolicy 'connect-` + ns + `' with binding 'connect-` + ns + `' denied request: no rm`},
+		{"no dry run", "/exec?command=ls&dryRun=All", http.StatusBadRequest, "dryRun is not supported"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := do(t, "POST", p+c.query, nil)
+			if r.code != c.code || get(r.object(t), "message") != c.message {
+				t.Errorf("%s: %d %s, want %d %q", c.query, r.code, r.body, c.code, c.message)
+			}
+		})
+	}
+
+	t.Run("the review", func(t *testing.T) {
+		for _, path := range []string{"/connect-mutate", "/connect-validate"} {
+			rv := a.lastReview(t, path, "pods", "exec")
+			want := map[string]any{"operation": "CONNECT", "kind": "/v1/PodExecOptions", "resource": "/v1/pods", "requestKind": "/v1/PodExecOptions",
+				"name": "p", "namespace": ns, "object": "v1 PodExecOptions", "oldObject": nil, "options": nil, "dryRun": false}
+			got := map[string]any{"operation": rv["operation"], "kind": gvk(rv["kind"]), "resource": gvk(rv["resource"]), "requestKind": gvk(rv["requestKind"]),
+				"name": rv["name"], "namespace": rv["namespace"], "object": fmt.Sprint(get(rv, "object", "apiVersion"), " ", get(rv, "object", "kind")),
+				"oldObject": rv["oldObject"], "options": rv["options"], "dryRun": rv["dryRun"]}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%s got\n%v, want\n%v", path, got, want)
+			}
+		}
+		if rv := a.lastReview(t, "/connect-validate", "pods", "portforward"); fmt.Sprint(get(rv, "object", "ports")) != "[8080 22]" || gvk(rv["kind"]) != "/v1/PodPortForwardOptions" {
+			t.Errorf("portforward review: %v", rv)
+		}
+	})
 }

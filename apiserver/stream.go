@@ -21,9 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// The streaming subresources of pods: exec, attach and portforward. Each is checked here as
-// kube-apiserver checks it (the pod exists; for exec and attach the container is the pod's;
-// the pod is bound to a node) and then passed through, upgrade and all, to the node agent
+// The streaming subresources of pods: exec, attach and portforward. Each is admitted
+// (operation CONNECT, connectadmission.go) and checked here as kube-apiserver checks it (the
+// pod exists; for exec and attach the container is the pod's; the pod is bound to a node)
+// and then passed through, upgrade and all, to the node agent
 // running the pod at the kubelet's paths (/exec, /attach, /portForward). The agent speaks
 // both protocols kubectl uses (WebSocket first, SPDY when that fails), as a v1.36 kubelet
 // does, so the apiserver never looks inside the stream: once the agent has answered the

@@ -1,6 +1,6 @@
 // Package admission decides what admission webhooks and ValidatingAdmissionPolicies say about
-// a write: which ones match a request (rules, scope, namespace and object selectors, CEL match
-// conditions), calling the webhooks (mutating with reinvocation, then validating), and
+// a request (a write, or a CONNECT to a pod's exec, attach or portforward): which ones match
+// it (rules, scope, namespace and object selectors, CEL match conditions), calling the webhooks (mutating with reinvocation, then validating), and
 // evaluating the policies' CEL for each of their bindings and params.
 //
 // Policies are evaluated with object, oldObject, request, params, namespaceObject and

@@ -1,0 +1,88 @@
+package testenv_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kplane/kplane/testenv"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// asCopy, set in the environment, makes TestEnvsOfOneCopy run: TestSeveralTestBinaries runs
+// this test binary again with it.
+const asCopy = "KPLANE_TESTENV_COPY"
+
+// `go test ./...` runs the test binaries of several packages at once, each of which may start
+// Envs: three processes of this binary, each starting four Envs at once, all work, and no two
+// of the twelve share a port or a data dir. Processes of one binary stand for several
+// binaries: what they could collide on (free ports, temporary directories) is the machine's,
+// not the binary's.
+func TestSeveralTestBinaries(t *testing.T) {
+	t.Parallel()
+	const copies = 3
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	outputs := make([][]byte, copies)
+	errs := make([]error, copies)
+	var wg sync.WaitGroup
+	for i := range copies {
+		wg.Go(func() {
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestEnvsOfOneCopy$", "-test.count=1", "-test.v")
+			cmd.Env = append(os.Environ(), asCopy+"=1")
+			outputs[i], errs[i] = cmd.CombinedOutput()
+		})
+	}
+	wg.Wait()
+	urls, dirs := map[string]bool{}, map[string]bool{}
+	for i := range copies {
+		if errs[i] != nil {
+			t.Errorf("copy %d: %v\n%s", i, errs[i], outputs[i])
+			continue
+		}
+		lines := bufio.NewScanner(bytes.NewReader(outputs[i]))
+		for lines.Scan() {
+			if f := strings.Fields(lines.Text()); len(f) == 3 && f[0] == "instance" {
+				urls[f[1]], dirs[f[2]] = true, true
+			}
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	if len(urls) != copies*4 || len(dirs) != copies*4 {
+		t.Errorf("%d apiserver URLs and %d data dirs, want %d of each:\n%s%s%s", len(urls), len(dirs), copies*4, outputs[0], outputs[1], outputs[2])
+	}
+}
+
+// TestEnvsOfOneCopy is one process of TestSeveralTestBinaries: four Envs at once, each
+// writing and reading an object. It prints each Env's URL and data dir.
+func TestEnvsOfOneCopy(t *testing.T) {
+	if os.Getenv(asCopy) == "" {
+		t.Skip("run by TestSeveralTestBinaries in a process of its own")
+	}
+	for i := range 4 {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			t.Parallel()
+			env := testenv.Start(t, testenv.WithoutControllers())
+			cs := kubernetes.NewForConfigOrDie(env.Config)
+			ctx := context.Background()
+			if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mine"}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "mine", metav1.GetOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Println("instance", env.Config.Host, env.Dir)
+		})
+	}
+}

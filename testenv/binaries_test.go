@@ -5,8 +5,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log"
+	"log/slog"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -59,13 +62,25 @@ func TestSeveralTestBinaries(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+	// kplane's log lines are hidden; the test's own, through slog and the log package, are
+	// not, and keep their format.
+	for i, out := range outputs {
+		if bytes.Contains(out, []byte("apiserver listening")) {
+			t.Errorf("kplane's logs in the output of copy %d:\n%s", i, out)
+		}
+		if !regexp.MustCompile(`(?m)^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d INFO the test's own line instance=\d$`).Match(out) ||
+			!regexp.MustCompile(`(?m)^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d the test's log line$`).Match(out) {
+			t.Errorf("the test's own log lines are missing from the output of copy %d:\n%s", i, out)
+		}
+	}
 	if len(urls) != copies*4 || len(dirs) != copies*4 {
 		t.Errorf("%d apiserver URLs and %d data dirs, want %d of each:\n%s%s%s", len(urls), len(dirs), copies*4, outputs[0], outputs[1], outputs[2])
 	}
 }
 
 // TestEnvsOfOneCopy is one process of TestSeveralTestBinaries: four Envs at once, each
-// writing and reading an object. It prints each Env's URL and data dir.
+// writing and reading an object. It prints each Env's URL and data dir, and logs lines of
+// its own.
 func TestEnvsOfOneCopy(t *testing.T) {
 	if os.Getenv(asCopy) == "" {
 		t.Skip("run by TestSeveralTestBinaries in a process of its own")
@@ -83,6 +98,8 @@ func TestEnvsOfOneCopy(t *testing.T) {
 				t.Fatal(err)
 			}
 			fmt.Println("instance", env.Config.Host, env.Dir)
+			slog.Info("the test's own line", "instance", i)
+			log.Print("the test's log line")
 		})
 	}
 }

@@ -189,6 +189,7 @@ func TestBadInputFailsNamingTheCause(t *testing.T) {
 		{"conflicting controller options", []testenv.Option{testenv.WithoutControllers(), testenv.WithControllers("namespace")}, []string{"WithoutControllers conflicts with WithControllers"}},
 		{"unknown controller", []testenv.Option{testenv.WithControllers("namespace", "no-such")}, []string{"WithControllers", `"no-such"`}},
 		{"zero timeout", []testenv.Option{testenv.WithTimeout(0)}, []string{"WithTimeout(0s)"}},
+		{"nil log writer", []testenv.Option{testenv.WithLogs(nil)}, []string{"WithLogs: a nil writer"}},
 		{"missing directory", []testenv.Option{testenv.WithCRDs("testdata/no-such-dir")}, []string{"WithCRDs", "testdata/no-such-dir", "no such file"}},
 		{"unparseable file", []testenv.Option{testenv.WithCRDs("testdata/unparseable")}, []string{"testdata/unparseable/broken.yaml", "document 1"}},
 		// The server's refusal, with the file's name.

@@ -14,11 +14,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/kplane/kplane/testenv"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 )
 
 // asCopy, set in the environment, makes TestEnvsOfOneCopy run: TestSeveralTestBinaries runs
@@ -79,7 +74,7 @@ func TestSeveralTestBinaries(t *testing.T) {
 }
 
 // TestEnvsOfOneCopy is one process of TestSeveralTestBinaries: four Envs at once, each
-// writing and reading an object. It prints each Env's URL and data dir, and logs lines of
+// writing and reading an object (as TestManyInParallel). It prints each Env's URL and data dir, and logs lines of
 // its own.
 func TestEnvsOfOneCopy(t *testing.T) {
 	if os.Getenv(asCopy) == "" {
@@ -88,15 +83,7 @@ func TestEnvsOfOneCopy(t *testing.T) {
 	for i := range 4 {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			t.Parallel()
-			env := testenv.Start(t, testenv.WithoutControllers())
-			cs := kubernetes.NewForConfigOrDie(env.Config)
-			ctx := context.Background()
-			if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mine"}}, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "mine", metav1.GetOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			env := startOwnInstance(t, i)
 			fmt.Println("instance", env.Config.Host, env.Dir)
 			slog.Info("the test's own line", "instance", i)
 			log.Print("the test's log line")

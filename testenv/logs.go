@@ -73,7 +73,12 @@ type logRouter struct {
 }
 
 func (h *logRouter) Enabled(ctx context.Context, level slog.Level) bool {
-	return h.others.Enabled(ctx, level) || (level >= slog.LevelInfo && len(currentSinks()) > 0)
+	if h.others.Enabled(ctx, level) {
+		return true
+	}
+	logSinks.mu.Lock()
+	defer logSinks.mu.Unlock()
+	return level >= slog.LevelInfo && len(logSinks.sinks) > 0
 }
 
 func (h *logRouter) Handle(ctx context.Context, r slog.Record) error {

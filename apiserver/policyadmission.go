@@ -51,23 +51,24 @@ func compiledPolicies[P, B storage.Object, C any](s *Server, policiesGVR, bindin
 // apply configurations.
 func (s *Server) policyContext() admission.PolicyContext {
 	return admission.PolicyContext{
-		Params: s.paramStore,
-		Namespace: func(_ context.Context, name string) (runtime.Object, error) {
-			return s.resources[namespacesGVR].store.GetCached("", name)
-		},
-		Merge: s.mergeApplyConfiguration,
+		Params:    s.paramStore,
+		Namespace: s.admissionNamespace,
+		Merge:     s.mergeApplyConfiguration,
 	}
 }
 
 // mergeApplyConfiguration merges a mutating policy's apply configuration into an object of
-// kind gvk with the field manager of the resource serving that kind, which knows its list and
-// map semantics.
+// kind gvk with the field manager of the endpoint writing that kind, which knows its list and
+// map semantics: a resource's own, or a scale subresource's for a Scale.
 func (s *Server) mergeApplyConfiguration(gvk schema.GroupVersionKind, obj runtime.Object, patch map[string]any) (runtime.Object, error) {
 	for _, r := range s.servedResources() {
-		if r.info.GVK() != gvk {
+		m := r.fields[""]
+		if gvk == scaleGVK {
+			m = r.fields["scale"]
+		} else if r.info.GVK() != gvk {
 			continue
 		}
-		if m := r.fields[""]; m != nil {
+		if m != nil {
 			return m.Merge(obj, patch)
 		}
 	}

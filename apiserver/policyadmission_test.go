@@ -406,6 +406,34 @@ func TestMutatingAdmissionPolicies(t *testing.T) {
 		})
 	})
 
+	t.Run("a scale write is mutated as its Scale", func(t *testing.T) {
+		p := map[string]any{"metadata": map[string]any{"name": "cap-" + f.ns}, "spec": map[string]any{
+			"matchConstraints": map[string]any{
+				"resourceRules":     []any{map[string]any{"operations": []any{"UPDATE"}, "apiGroups": []any{"apps"}, "apiVersions": []any{"v1"}, "resources": []any{"deployments/scale"}}},
+				"namespaceSelector": map[string]any{"matchLabels": map[string]any{"policies": f.ns}},
+			},
+			"matchConditions":    []any{map[string]any{"name": "too-many", "expression": "object.spec.replicas > 3"}},
+			"mutations":          []any{applyConfig(`Object{spec: Object.spec{replicas: 3}}`)},
+			"reinvocationPolicy": "Never",
+		}}
+		f.install(t, mapPath, p)
+		f.install(t, mapbPath, mpBinding("cap", "cap", nil))
+		deployments := "/apis/apps/v1/namespaces/" + f.ns + "/deployments"
+		d := map[string]any{"metadata": map[string]any{"name": "capped"}, "spec": map[string]any{"replicas": 1,
+			"selector": map[string]any{"matchLabels": map[string]any{"app": "capped"}}, "template": map[string]any{
+				"metadata": map[string]any{"labels": map[string]any{"app": "capped"}}, "spec": map[string]any{"containers": []any{map[string]any{"name": "c", "image": "nginx"}}}}}}
+		if r := do(t, "POST", deployments, d); r.code != http.StatusCreated {
+			t.Fatalf("create: %d %s", r.code, r.body)
+		}
+		r := do(t, "PATCH", deployments+"/capped/scale", `{"spec":{"replicas":10}}`, "Content-Type", "application/merge-patch+json")
+		if r.code != http.StatusOK || get(r.object(t), "spec", "replicas") != 3.0 {
+			t.Errorf("scale to 10, capped at 3: %d %s", r.code, r.body)
+		}
+		if got := get(do(t, "GET", deployments+"/capped", nil).object(t), "spec", "replicas"); got != 3.0 {
+			t.Errorf("stored replicas %v, want 3", got)
+		}
+	})
+
 	t.Run("custom resources merge by their schema", func(t *testing.T) {
 		g := "map-" + f.ns + ".example.com"
 		createCRD(t, crdOf(t, g, widgetCRD))

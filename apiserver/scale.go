@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/kplane/kplane/apiserver/fieldmanager"
 	"github.com/kplane/kplane/storage"
+	admissionv1 "k8s.io/api/admission/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -197,6 +199,9 @@ func (s *Server) serveScale(w http.ResponseWriter, r *http.Request, req request)
 		if err != nil {
 			return nil, err
 		}
+		if want, err = s.mutateScale(r.Context(), req, want, cs); err != nil {
+			return nil, err
+		}
 		if want.Name != "" && want.Name != req.name {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", want.Name, req.name))
 		}
@@ -230,6 +235,24 @@ func (s *Server) serveScale(w http.ResponseWriter, r *http.Request, req request)
 		return
 	}
 	writeResult(w, r, http.StatusOK, sc)
+}
+
+// mutateScale runs the mutating policies and webhooks on the Scale a write asks for, after the
+// client's change and its managedFields, as kube-apiserver's scale storage hands them the
+// Scale and not the parent. What they change is checked below like the client's own change.
+func (s *Server) mutateScale(ctx context.Context, req request, want, cur *autoscalingv1.Scale) (*autoscalingv1.Scale, error) {
+	if !webhooksApply(req) {
+		return want, nil
+	}
+	out, changed, err := s.mutateAdmission(ctx, req, s.mutators(), admissionv1.Update, want, cur, dryRunOf(ctx))
+	if err != nil || !changed {
+		return want, err
+	}
+	sc, ok := out.(*autoscalingv1.Scale)
+	if !ok {
+		return nil, apierrors.NewInternalError(fmt.Errorf("mutating admission made a Scale a %T", out))
+	}
+	return sc, nil
 }
 
 // scaleWrite is the Scale a write asks for, given the current one cs: the body of a PUT, cs

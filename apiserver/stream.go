@@ -16,12 +16,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// The streaming subresources of pods: exec, attach and portforward. Each is checked here as
-// kube-apiserver checks it (the pod exists; for exec and attach the container is the pod's;
-// the pod is bound to a node) and then passed through, upgrade and all, to the node agent
+// The streaming subresources of pods: exec, attach and portforward. Each is admitted
+// (operation CONNECT, connectadmission.go) and checked here as kube-apiserver checks it (the
+// pod exists; for exec and attach the container is the pod's; the pod is bound to a node)
+// and then passed through, upgrade and all, to the node agent
 // running the pod at the kubelet's paths (/exec, /attach, /portForward). The agent speaks
 // both protocols kubectl uses (WebSocket first, SPDY when that fails), as a v1.36 kubelet
 // does, so the apiserver never looks inside the stream: once the agent has answered the
@@ -37,7 +40,9 @@ func isStreamSubresource(name string) bool {
 // streamUpgradeTimeout bounds dialing the node and its answer to the upgrade.
 const streamUpgradeTimeout = 30 * time.Second
 
-// serveStream serves pods/exec, pods/attach and pods/portforward.
+// serveStream serves pods/exec, pods/attach and pods/portforward. As in kube-apiserver, the
+// options are read from the query and admitted (operation CONNECT) before the pod is looked
+// at, and what admission left of them is what reaches the node.
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, req request) {
 	gr := schema.GroupResource{Resource: "pods/" + req.subresource}
 	if r.Method != http.MethodGet && r.Method != http.MethodPost {
@@ -45,7 +50,18 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, req request
 		return
 	}
 	q := r.URL.Query()
-	params, err := streamParams(req.subresource, q)
+	if _, dry := q["dryRun"]; dry {
+		writeError(w, apierrors.NewBadRequest("dryRun is not supported"))
+		return
+	}
+	opts, err := parseStreamOptions(req.subresource, q)
+	if err == nil {
+		opts, err = s.admitConnect(r.Context(), req, opts)
+	}
+	var params url.Values
+	if err == nil {
+		params, err = opts.params(req.subresource)
+	}
 	if err != nil {
 		writeError(w, err)
 		return
@@ -58,7 +74,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, req request
 	pod := obj.(*corev1.Pod)
 	path := "/portForward/" + url.PathEscape(pod.Namespace) + "/" + url.PathEscape(pod.Name)
 	if req.subresource != "portforward" {
-		container, err := subresourceContainer(pod, q.Get("container"))
+		container, err := subresourceContainer(pod, opts.Container)
 		if err != nil {
 			writeError(w, err)
 			return
@@ -78,36 +94,83 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, req request
 	s.proxyUpgrade(w, r, loc)
 }
 
-// streamParams turns the options of PodExecOptions, PodAttachOptions or PodPortForwardOptions
-// in q into the node's query parameters (the kubelet's names).
-func streamParams(subresource string, q url.Values) (url.Values, error) {
-	out := url.Values{}
+// streamOptions hold the fields of PodExecOptions, PodAttachOptions and PodPortForwardOptions,
+// under their JSON names, so that any of the three that admission returns reads back here.
+type streamOptions struct {
+	Stdin     bool     `json:"stdin,omitempty"`
+	Stdout    bool     `json:"stdout,omitempty"`
+	Stderr    bool     `json:"stderr,omitempty"`
+	TTY       bool     `json:"tty,omitempty"`
+	Container string   `json:"container,omitempty"`
+	Command   []string `json:"command,omitempty"`
+	Ports     []int32  `json:"ports,omitempty"`
+}
+
+// parseStreamOptions reads the options of subresource from q, as Kubernetes' parameter codec
+// does: booleans by queryBool, ports as numbers, one per value or comma-separated.
+func parseStreamOptions(subresource string, q url.Values) (streamOptions, error) {
 	if subresource == "portforward" {
-		var ports []string
+		var opts streamOptions
 		for _, v := range q["ports"] {
 			for p := range strings.SplitSeq(v, ",") {
 				n, err := strconv.ParseInt(strings.TrimSpace(p), 10, 32)
 				if err != nil {
-					return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid port %q: %v", p, err))
+					return opts, apierrors.NewBadRequest(fmt.Sprintf("invalid port %q: %v", p, err))
 				}
-				if n < 1 || n > 65535 {
-					return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid port %d: must be between 1 and 65535", n))
-				}
-				ports = append(ports, strconv.FormatInt(n, 10))
+				opts.Ports = append(opts.Ports, int32(n))
 			}
+		}
+		return opts, nil
+	}
+	opts := streamOptions{Stdin: queryBool(q["stdin"]), Stdout: queryBool(q["stdout"]), Stderr: queryBool(q["stderr"]),
+		TTY: queryBool(q["tty"]), Container: q.Get("container")}
+	if subresource == "exec" {
+		opts.Command = q["command"]
+	}
+	return opts, nil
+}
+
+// object is the options as the API object admission sees: v1 PodExecOptions,
+// PodAttachOptions or PodPortForwardOptions.
+func (o streamOptions) object(subresource string) runtime.Object {
+	meta := func(kind string) metav1.TypeMeta { return metav1.TypeMeta{APIVersion: "v1", Kind: kind} }
+	switch subresource {
+	case "exec":
+		return &corev1.PodExecOptions{TypeMeta: meta("PodExecOptions"), Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr,
+			TTY: o.TTY, Container: o.Container, Command: o.Command}
+	case "attach":
+		return &corev1.PodAttachOptions{TypeMeta: meta("PodAttachOptions"), Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr,
+			TTY: o.TTY, Container: o.Container}
+	}
+	return &corev1.PodPortForwardOptions{TypeMeta: meta("PodPortForwardOptions"), Ports: o.Ports}
+}
+
+// params are the options as the node's query parameters (the kubelet's names).
+func (o streamOptions) params(subresource string) (url.Values, error) {
+	out := url.Values{}
+	if subresource == "portforward" {
+		var ports []string
+		for _, n := range o.Ports {
+			if n < 1 || n > 65535 {
+				return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid port %d: must be between 1 and 65535", n))
+			}
+			ports = append(ports, strconv.Itoa(int(n)))
 		}
 		if len(ports) > 0 {
 			out.Set("port", strings.Join(ports, ","))
 		}
 		return out, nil
 	}
-	for _, p := range []struct{ option, param string }{{"stdin", "input"}, {"stdout", "output"}, {"stderr", "error"}, {"tty", "tty"}} {
-		if queryBool(q[p.option]) {
+	for _, p := range []struct {
+		set   bool
+		param string
+	}{{o.Stdin, "input"}, {o.Stdout, "output"}, {o.Stderr, "error"}, {o.TTY, "tty"}} {
+		if p.set {
 			out.Set(p.param, "1")
 		}
 	}
 	if subresource == "exec" {
-		out["command"] = q["command"]
+		out["command"] = o.Command
 	}
 	return out, nil
 }

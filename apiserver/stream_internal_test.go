@@ -5,8 +5,8 @@ import (
 	"testing"
 )
 
-// TestStreamParams: the options of pods/exec, attach and portforward become the kubelet's
-// query parameters; booleans as Kubernetes' parameter codec reads them.
+// TestStreamParams: the options of pods/exec, attach and portforward, read from the query,
+// become the kubelet's query parameters; booleans as Kubernetes' parameter codec reads them.
 func TestStreamParams(t *testing.T) {
 	cases := []struct {
 		subresource, query, want string
@@ -25,7 +25,11 @@ func TestStreamParams(t *testing.T) {
 	}
 	for _, tc := range cases {
 		q, _ := url.ParseQuery(tc.query)
-		got, err := streamParams(tc.subresource, q)
+		opts, err := parseStreamOptions(tc.subresource, q)
+		var got url.Values
+		if err == nil {
+			got, err = opts.params(tc.subresource)
+		}
 		if (err != nil) != tc.bad {
 			t.Errorf("%s?%s: error %v", tc.subresource, tc.query, err)
 			continue

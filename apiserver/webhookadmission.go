@@ -13,6 +13,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -91,20 +92,33 @@ func (s *Server) admissionRequest(ctx context.Context, req request, op admission
 	if name == "" && obj != nil {
 		name = obj.GetName()
 	}
+	kind, equivalents := res.info.GVK(), s.equivalents(res)
+	if req.subresource == "scale" {
+		kind, equivalents = scaleGVK, asScales(equivalents)
+	}
 	a := &admission.Attributes{
-		Operation: op, Kind: res.info.GVK(), Resource: res.info.GroupVersion.WithResource(res.info.Resource),
+		Operation: op, Kind: kind, Resource: res.info.GroupVersion.WithResource(res.info.Resource),
 		Subresource: req.subresource, Name: name, Namespace: req.namespace, Namespaced: res.info.Namespaced,
-		DryRun: dry, User: user, Options: admissionOptions(op, dry, req.writer.manager),
+		DryRun: dry, User: user, Options: admissionOptions(op, dry, req.writer.manager), Equivalents: equivalents,
 	}
 	if obj != nil {
-		obj.GetObjectKind().SetGroupVersionKind(res.info.GVK())
+		obj.GetObjectKind().SetGroupVersionKind(kind)
 		a.Object = obj
 	}
 	if old != nil {
 		a.OldObject = old
 	}
-	a.Equivalents = s.equivalents(res)
 	return &admission.Request{Attributes: a, NamespaceLabels: s.namespaceLabels}
+}
+
+// asScales are the equivalent versions of a scale subresource: at every version of the
+// parent the subresource's object is the same autoscaling/v1 Scale, so nothing converts.
+func asScales(versions []admission.Version) []admission.Version {
+	same := func(_ context.Context, o runtime.Object) (runtime.Object, error) { return o, nil }
+	for i := range versions {
+		versions[i].Kind, versions[i].To, versions[i].From = scaleGVK, same, same
+	}
+	return versions
 }
 
 // equivalents are the other versions res is served at (autoscaling/v1 beside v2, a CRD's
@@ -163,19 +177,33 @@ func admissionOptions(op admissionv1.Operation, dry bool, manager string) runtim
 	}
 }
 
-func (s *Server) namespaceLabels(_ context.Context, name string) (map[string]string, error) {
-	obj, err := s.resources[namespacesGVR].store.GetCached("", name)
+// namespaceLabels are the labels of a namespace, for namespace selectors: from the watch cache,
+// or from storage when the cache does not hold it yet (a namespace created a moment ago), as
+// Kubernetes' matcher reads the namespace from the API when its lister misses it.
+func (s *Server) namespaceLabels(ctx context.Context, name string) (map[string]string, error) {
+	ns, err := s.admissionNamespace(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	return obj.(*corev1.Namespace).Labels, nil
+	return ns.(*corev1.Namespace).Labels, nil
 }
 
-// webhooksApply reports whether admission webhooks judge writes of req's resource: not the
-// admission configurations themselves, nor the scale subresource (whose object, a Scale,
-// kplane does not hand to webhooks).
+// admissionNamespace is the namespace of a request, for selectors and namespaceObject: from
+// the watch cache, else from storage when the cache has not seen it yet (a write right after
+// its namespace was created), as Kubernetes' matcher falls back to a live read.
+func (s *Server) admissionNamespace(ctx context.Context, name string) (runtime.Object, error) {
+	store := s.resources[namespacesGVR].store
+	obj, err := store.GetCached("", name)
+	if apierrors.IsNotFound(err) {
+		obj, err = store.Get(ctx, "", name)
+	}
+	return obj, err
+}
+
+// webhooksApply reports whether admission webhooks judge writes of req's resource: all but
+// the admission configurations themselves.
 func webhooksApply(req request) bool {
-	return !admission.Exempt(req.res.info.GroupResource()) && req.subresource != "scale"
+	return !admission.Exempt(req.res.info.GroupResource())
 }
 
 // mutators are what runs in the mutating phase: mutating admission policies, then webhooks.
@@ -187,12 +215,17 @@ type mutators struct {
 func (m mutators) empty() bool { return len(m.policies) == 0 && len(m.hooks) == 0 }
 
 // mutatorsFor are the mutating policies and webhooks that may judge writes of req's resource.
+// Those of a scale subresource judge the Scale, in serveScale, never the parent object it
+// writes.
 func (s *Server) mutatorsFor(req request) mutators {
-	if !webhooksApply(req) {
+	if !webhooksApply(req) || req.subresource == "scale" {
 		return mutators{}
 	}
-	return mutators{s.mutatingPolicies(), s.mutatingHooks()}
+	return s.mutators()
 }
+
+// mutators are the server's mutating policies and webhooks.
+func (s *Server) mutators() mutators { return mutators{s.mutatingPolicies(), s.mutatingHooks()} }
 
 // mutateAdmission runs the mutating phase (from mutatorsFor) on a write; it returns the
 // object as it left it, and whether it changed it.
@@ -222,7 +255,21 @@ func (s *Server) validateAdmission(ctx context.Context, req request, op admissio
 	if !webhooksApply(req) {
 		return nil
 	}
-	return s.validateWith(ctx, req, s.validatingPolicies(), s.validatingHooks(), op, obj, old, dry)
+	policies, hooks := s.validatingPolicies(), s.validatingHooks()
+	if len(policies) == 0 && len(hooks) == 0 {
+		return nil
+	}
+	if req.subresource == "scale" {
+		// A scale write is judged as the change of the parent's Scale, as Kubernetes does.
+		var err error
+		if obj, err = scaleOfResource(req.res, obj); err != nil {
+			return err
+		}
+		if old, err = scaleOfResource(req.res, old); err != nil {
+			return err
+		}
+	}
+	return s.validateWith(ctx, req, policies, hooks, op, obj, old, dry)
 }
 
 func (s *Server) validateWith(ctx context.Context, req request, policies admission.Policies, hooks admission.Hooks, op admissionv1.Operation, obj, old storage.Object, dry bool) error {

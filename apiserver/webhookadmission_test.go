@@ -1,32 +1,45 @@
 package apiserver_test
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
 )
 
 // admissionServer is a test server of admission webhooks, one per path:
 //   - /validate refuses ConfigMaps holding a key named "forbidden", and warns about "risky";
 //   - /mutate-a (reinvocationPolicy IfNeeded) annotates objects that carry label b;
 //   - /mutate-b labels objects b=set;
-//   - /slow answers after two seconds.
+//   - /slow answers after two seconds;
+//   - /scale-mutate makes a Scale of 5 replicas one of 6; /scale-validate refuses more than 10;
+//   - /connect-mutate sends an exec of "hijack" to container "ghost" and makes a "sneak" a
+//     "forbidden"; /connect-validate refuses the command "forbidden" and port 22.
 type admissionServer struct {
-	srv   *httptest.Server
-	mu    sync.Mutex
-	calls map[string]int
-	kinds []string // "kind requestKind" of each /hpa-v1 review
+	srv     *httptest.Server
+	mu      sync.Mutex
+	calls   map[string]int
+	kinds   []string                    // "kind requestKind" of each /hpa-v1 review
+	reviews map[string][]map[string]any // the requests each path received
 }
 
 func newAdmissionServer(t *testing.T) *admissionServer {
-	a := &admissionServer{calls: map[string]int{}}
+	a := &admissionServer{calls: map[string]int{}, reviews: map[string][]map[string]any{}}
 	a.srv = httptest.NewTLSServer(http.HandlerFunc(a.serve))
 	t.Cleanup(a.srv.Close)
 	return a
@@ -38,7 +51,22 @@ func (a *admissionServer) count(path string) int {
 	return a.calls[path]
 }
 
+// received are the requests path received.
+func (a *admissionServer) received(path string) []map[string]any {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.reviews[path])
+}
+
 func (a *admissionServer) serve(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var raw struct {
+		Request map[string]any `json:"request"`
+	}
 	var review struct {
 		APIVersion string `json:"apiVersion"`
 		Request    struct {
@@ -50,12 +78,13 @@ func (a *admissionServer) serve(w http.ResponseWriter, r *http.Request) {
 			OldObject   map[string]any `json:"oldObject"`
 		} `json:"request"`
 	}
-	if err := json.NewDecoder(r.Body).Decode(&review); err != nil {
+	if err := errors.Join(json.Unmarshal(body, &review), json.Unmarshal(body, &raw)); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	a.mu.Lock()
 	a.calls[r.URL.Path]++
+	a.reviews[r.URL.Path] = append(a.reviews[r.URL.Path], raw.Request)
 	a.mu.Unlock()
 	resp := map[string]any{"uid": review.Request.UID, "allowed": true}
 	obj := review.Request.Object
@@ -109,6 +138,28 @@ func (a *admissionServer) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	case "/slow":
 		time.Sleep(2 * time.Second)
+	case "/scale-mutate":
+		if get(obj, "spec", "replicas") == 5.0 {
+			patch(map[string]any{"op": "replace", "path": "/spec/replicas", "value": 6})
+		}
+	case "/scale-validate":
+		if n, _ := get(obj, "spec", "replicas").(float64); n > 10 {
+			resp["allowed"] = false
+			resp["status"] = map[string]any{"code": 403, "reason": "Forbidden", "message": "at most 10 replicas"}
+		}
+	case "/connect-mutate":
+		switch get(obj, "command", 0) {
+		case "hijack":
+			patch(map[string]any{"op": "add", "path": "/container", "value": "ghost"})
+		case "sneak":
+			patch(map[string]any{"op": "replace", "path": "/command/0", "value": "forbidden"})
+		}
+	case "/connect-validate":
+		ports, _ := get(obj, "ports").([]any)
+		if get(obj, "command", 0) == "forbidden" || slices.Contains(ports, any(22.0)) {
+			resp["allowed"] = false
+			resp["status"] = map[string]any{"code": 403, "reason": "Forbidden", "message": "not this one"}
+		}
 	}
 	json.NewEncoder(w).Encode(map[string]any{"apiVersion": review.APIVersion, "kind": "AdmissionReview", "response": resp})
 }
@@ -135,16 +186,41 @@ func (a *admissionServer) webhookConfig(kind, name, ns, path string, extra map[s
 	return map[string]any{"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": map[string]any{"name": name + "-" + ns}, "webhooks": []any{hook}}
 }
 
-func TestAdmissionWebhooks(t *testing.T) {
-	a := newAdmissionServer(t)
-	ns := namespace(t)
+const (
+	vwc = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+	mwc = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+)
+
+func inWatchCache(t *testing.T, path, name string) bool {
+	return strings.Contains(string(do(t, "GET", path+"?resourceVersion=0", nil).body), `"`+name+`"`)
+}
+
+// installAdmission creates an admission configuration (deleted when the test ends) and waits
+// until the apiserver sees it: it reads them from its watch cache, as kube-apiserver from an
+// informer, so a write right after the create may not see it yet.
+func installAdmission(t *testing.T, path string, cfg map[string]any) {
+	t.Helper()
+	if r := do(t, "POST", path, cfg); r.code != http.StatusCreated {
+		t.Fatalf("create %s: %d %s", get(cfg, "metadata", "name"), r.code, r.body)
+	}
+	name := get(cfg, "metadata", "name").(string)
+	t.Cleanup(func() { do(t, "DELETE", path+"/"+name, nil) })
+	eventually(t, name+" in the watch cache", func() bool { return inWatchCache(t, path, name) })
+}
+
+// labelForWebhooks labels ns so that the admissionServer's configurations select it.
+func labelForWebhooks(t *testing.T, ns string) {
+	t.Helper()
 	if r := do(t, "PATCH", "/api/v1/namespaces/"+ns, `{"metadata":{"labels":{"webhooks":"`+ns+`"}}}`, "Content-Type", "application/merge-patch+json"); r.code != http.StatusOK {
 		t.Fatalf("label namespace: %d %s", r.code, r.body)
 	}
-	const vwc, mwc = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
-	cached := func(path, name string) bool {
-		return strings.Contains(string(do(t, "GET", path+"?resourceVersion=0", nil).body), `"`+name+`"`)
-	}
+}
+
+func TestAdmissionWebhooks(t *testing.T) {
+	a := newAdmissionServer(t)
+	ns := namespace(t)
+	labelForWebhooks(t, ns)
+	cached := func(path, name string) bool { return inWatchCache(t, path, name) }
 	// remove deletes a configuration and waits for the watch cache to drop it.
 	remove := func(path, name string) response {
 		t.Helper()
@@ -152,17 +228,7 @@ func TestAdmissionWebhooks(t *testing.T) {
 		eventually(t, name+" gone from the watch cache", func() bool { return !cached(path, name) })
 		return r
 	}
-	install := func(path string, cfg map[string]any) {
-		t.Helper()
-		if r := do(t, "POST", path, cfg); r.code != http.StatusCreated {
-			t.Fatalf("create %s: %d %s", get(cfg, "metadata", "name"), r.code, r.body)
-		}
-		name := get(cfg, "metadata", "name").(string)
-		t.Cleanup(func() { do(t, "DELETE", path+"/"+name, nil) })
-		// The apiserver reads webhook configurations from its watch cache, as kube-apiserver
-		// from an informer: a write right after the create may not see it yet.
-		eventually(t, name+" in the watch cache", func() bool { return cached(path, name) })
-	}
+	install := func(path string, cfg map[string]any) { t.Helper(); installAdmission(t, path, cfg) }
 	cms := "/api/v1/namespaces/" + ns + "/configmaps"
 	cm := func(name string, data map[string]any, labels map[string]any) map[string]any {
 		return map[string]any{"metadata": map[string]any{"name": name, "labels": labels}, "data": data}
@@ -291,6 +357,232 @@ func TestAdmissionWebhooks(t *testing.T) {
 		}
 		if r := do(t, "POST", cms, cm("after", nil, nil)); r.code != http.StatusCreated {
 			t.Errorf("after removing it: %d %s", r.code, r.body)
+		}
+	})
+}
+
+// lastReview is the last request path received about resource and subresource.
+func (a *admissionServer) lastReview(t *testing.T, path, resource, subresource string) map[string]any {
+	t.Helper()
+	reviews := a.received(path)
+	for i := len(reviews) - 1; i >= 0; i-- {
+		if get(reviews[i], "resource", "resource") == resource && get(reviews[i], "subResource") == subresource {
+			return reviews[i]
+		}
+	}
+	t.Fatalf("%s received no request about %s/%s", path, resource, subresource)
+	return nil
+}
+
+// gvk is a review's kind or resource as "group/version/name".
+func gvk(m any) string {
+	name := get(m, "kind")
+	if name == nil {
+		name = get(m, "resource")
+	}
+	return fmt.Sprintf("%v/%v/%v", get(m, "group"), get(m, "version"), name)
+}
+
+// TestAdmissionWebhooksScale: writes of the scale subresource (PUT, patch, apply), of a
+// Deployment and of a custom resource, are admitted as the change of an autoscaling/v1 Scale,
+// by the webhooks and policies whose rules name the subresource; a mutating webhook's change
+// of the Scale is what is stored.
+func TestAdmissionWebhooksScale(t *testing.T) {
+	a := newAdmissionServer(t)
+	ns := namespace(t)
+	labelForWebhooks(t, ns)
+	const group = "webhook-scale.example.com"
+	createCRD(t, crdOf(t, group, scalableCRD))
+	t.Cleanup(func() { do(t, "DELETE", crdsPath+"/pools."+group, nil) })
+	rules := func(resources ...any) map[string]any {
+		return map[string]any{"rules": []any{map[string]any{"operations": []any{"UPDATE"}, "apiGroups": []any{"apps", group}, "apiVersions": []any{"v1"}, "resources": resources}}}
+	}
+	installAdmission(t, mwc, a.webhookConfig("MutatingWebhookConfiguration", "scale-mutate", ns, "/scale-mutate", rules("*/scale")))
+	installAdmission(t, vwc, a.webhookConfig("ValidatingWebhookConfiguration", "scale-validate", ns, "/scale-validate", rules("deployments/scale", "pools/scale")))
+	// Rules that name the parents alone do not see their scale.
+	installAdmission(t, vwc, a.webhookConfig("ValidatingWebhookConfiguration", "parents", ns, "/validate", rules("deployments", "pools")))
+	installAdmission(t, vapPath, map[string]any{"metadata": map[string]any{"name": "scale-" + ns}, "spec": map[string]any{
+		"matchConstraints": map[string]any{
+			"resourceRules":     []any{map[string]any{"operations": []any{"UPDATE"}, "apiGroups": []any{"apps", group}, "apiVersions": []any{"v1"}, "resources": []any{"*/scale"}}},
+			"namespaceSelector": map[string]any{"matchLabels": map[string]any{"webhooks": ns}},
+		},
+		"validations": []any{map[string]any{"expression": "object.kind == 'Scale' && oldObject.kind == 'Scale' && object.spec.replicas != 7", "message": "not seven"}},
+	}})
+	installAdmission(t, vapbPath, map[string]any{"metadata": map[string]any{"name": "scale-" + ns},
+		"spec": map[string]any{"policyName": "scale-" + ns, "validationActions": []any{"Deny"}}})
+
+	parents := []struct {
+		kind, path, replicas string
+		obj                  map[string]any
+	}{
+		{"Deployment", "/apis/apps/v1/namespaces/" + ns + "/deployments", "replicas", map[string]any{"metadata": map[string]any{"name": "s"},
+			"spec": map[string]any{"replicas": 1, "selector": map[string]any{"matchLabels": map[string]any{"app": "s"}}, "template": map[string]any{
+				"metadata": map[string]any{"labels": map[string]any{"app": "s"}}, "spec": map[string]any{"containers": []any{map[string]any{"name": "c", "image": "nginx"}}}}}}},
+		{"Pool", "/apis/" + group + "/v1/namespaces/" + ns + "/pools", "size", map[string]any{"apiVersion": group + "/v1", "kind": "Pool",
+			"metadata": map[string]any{"name": "s"}, "spec": map[string]any{"size": 1}}},
+	}
+	for _, p := range parents {
+		t.Run(p.kind, func(t *testing.T) {
+			if r := do(t, "POST", p.path, p.obj); r.code != http.StatusCreated {
+				t.Fatalf("create: %d %s", r.code, r.body)
+			}
+			scale := p.path + "/s/scale"
+			stored := func() any { return get(do(t, "GET", p.path+"/s", nil).object(t), "spec", p.replicas) }
+			parentCalls := a.count("/validate")
+
+			sc := do(t, "GET", scale, nil).object(t)
+			sc["spec"] = map[string]any{"replicas": 5}
+			r := do(t, "PUT", scale, sc)
+			if r.code != http.StatusOK || get(r.object(t), "spec", "replicas") != 6.0 || stored() != 6.0 {
+				t.Fatalf("PUT 5, mutated to 6: %d %s; stored %v", r.code, r.body, stored())
+			}
+			resource := strings.ToLower(p.kind) + "s"
+			mutate, validate := a.lastReview(t, "/scale-mutate", resource, "scale"), a.lastReview(t, "/scale-validate", resource, "scale")
+			for _, rv := range []map[string]any{mutate, validate} {
+				if got := gvk(rv["kind"]); got != "autoscaling/v1/Scale" {
+					t.Errorf("kind %s", got)
+				}
+				if got := get(rv, "operation"); got != "UPDATE" {
+					t.Errorf("operation %v", got)
+				}
+				if get(rv, "object", "kind") != "Scale" || get(rv, "oldObject", "kind") != "Scale" || get(rv, "oldObject", "spec", "replicas") != 1.0 {
+					t.Errorf("objects: %v / %v", rv["object"], rv["oldObject"])
+				}
+				if get(rv, "options", "kind") != "UpdateOptions" {
+					t.Errorf("options %v", rv["options"])
+				}
+			}
+			wantResource := "apps/v1/deployments"
+			if p.kind == "Pool" {
+				wantResource = group + "/v1/pools"
+			}
+			if got := gvk(mutate["resource"]); got != wantResource {
+				t.Errorf("resource %s, want %s", got, wantResource)
+			}
+			// The mutating webhook sees the client's Scale, the validating one the Scale of
+			// the result.
+			if get(mutate, "object", "spec", "replicas") != 5.0 || get(validate, "object", "spec", "replicas") != 6.0 {
+				t.Errorf("replicas seen: mutating %v, validating %v", get(mutate, "object", "spec"), get(validate, "object", "spec"))
+			}
+
+			r = do(t, "PATCH", scale, `{"spec":{"replicas":11}}`, "Content-Type", "application/merge-patch+json")
+			if r.code != http.StatusForbidden || get(r.object(t), "message") != `admission webhook "scale-validate.example.com" denied the request: at most 10 replicas` {
+				t.Errorf("patch to 11: %d %s", r.code, r.body)
+			}
+			r = do(t, "PATCH", scale, `{"spec":{"replicas":7}}`, "Content-Type", "application/merge-patch+json")
+			if msg, _ := get(r.object(t), "message").(string); r.code != http.StatusUnprocessableEntity || !strings.HasSuffix(msg, "denied request: not seven") {
+				t.Errorf("patch to 7: %d %s", r.code, r.body)
+			}
+			if got := stored(); got != 6.0 {
+				t.Errorf("refused writes changed the parent: %v", got)
+			}
+			r = do(t, "PATCH", scale+"?fieldManager=hpa&force=true", "apiVersion: autoscaling/v1\nkind: Scale\nmetadata: {name: s}\nspec: {replicas: 5}\n", "Content-Type", applyYAML)
+			if r.code != http.StatusOK || get(r.object(t), "spec", "replicas") != 6.0 {
+				t.Errorf("apply 5, mutated to 6: %d %s", r.code, r.body)
+			}
+			if n := a.count("/validate") - parentCalls; n != 0 {
+				t.Errorf("a webhook for %s alone was called %d times for its scale", resource, n)
+			}
+		})
+	}
+}
+
+// TestAdmissionConnect: exec, attach and portforward are admitted as CONNECT of the pod's
+// subresource, with the options the client asked for as the object, before the pod is looked
+// at; a mutating webhook's change of the options is what the apiserver goes on with, and a
+// refusal reaches kubectl's executor before any stream opens.
+func TestAdmissionConnect(t *testing.T) {
+	a := newAdmissionServer(t)
+	ns := namespace(t)
+	labelForWebhooks(t, ns)
+	rules := map[string]any{"rules": []any{map[string]any{"operations": []any{"CONNECT"}, "apiGroups": []any{""}, "apiVersions": []any{"v1"},
+		"resources": []any{"pods/exec", "pods/attach", "pods/portforward"}}}}
+	installAdmission(t, mwc, a.webhookConfig("MutatingWebhookConfiguration", "connect-mutate", ns, "/connect-mutate", rules))
+	installAdmission(t, vwc, a.webhookConfig("ValidatingWebhookConfiguration", "connect-validate", ns, "/connect-validate", rules))
+	installAdmission(t, vapPath, map[string]any{"metadata": map[string]any{"name": "connect-" + ns}, "spec": map[string]any{
+		"matchConstraints": map[string]any{
+			"resourceRules":     []any{map[string]any{"operations": []any{"CONNECT"}, "apiGroups": []any{""}, "apiVersions": []any{"v1"}, "resources": []any{"pods/exec"}}},
+			"namespaceSelector": map[string]any{"matchLabels": map[string]any{"webhooks": ns}},
+		},
+		"validations": []any{map[string]any{"expression": "request.operation == 'CONNECT' && !('rm' in object.command)", "message": "no rm"}},
+	}})
+	installAdmission(t, vapbPath, map[string]any{"metadata": map[string]any{"name": "connect-" + ns},
+		"spec": map[string]any{"policyName": "connect-" + ns, "validationActions": []any{"Deny"}}})
+	// The pod is on no node: what admission lets through stops at that check.
+	pod := map[string]any{"metadata": map[string]any{"name": "p"}, "spec": map[string]any{"containers": []any{map[string]any{"name": "c", "image": "busybox"}}}}
+	if r := do(t, "POST", "/api/v1/namespaces/"+ns+"/pods", pod); r.code != http.StatusCreated {
+		t.Fatalf("create pod: %d %s", r.code, r.body)
+	}
+	p := "/api/v1/namespaces/" + ns + "/pods/p"
+	const refused, noHost = `admission webhook "connect-validate.example.com" denied the request: not this one`, "pod p does not have a host assigned"
+
+	t.Run("kubectl's executor gets the refusal", func(t *testing.T) {
+		u, err := url.Parse(server.URL + p + "/exec?command=forbidden&stdout=true&container=c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := &rest.Config{Host: server.URL}
+		// As kubectl exec: WebSocket first, SPDY when the upgrade fails.
+		ws, err := remotecommand.NewWebSocketExecutor(cfg, "GET", u.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		spdy, err := remotecommand.NewSPDYExecutor(cfg, "POST", u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exec, err := remotecommand.NewFallbackExecutor(ws, spdy, httpstream.IsUpgradeFailure)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		err = exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: io.Discard})
+		// The executor reports the server's refusal as the failed upgrade's cause, and kubectl
+		// prints it.
+		if err == nil || !strings.HasSuffix(err.Error(), ": "+refused) {
+			t.Fatalf("exec: %T %v", err, err)
+		}
+	})
+
+	cases := []struct {
+		name, query string
+		code        int
+		message     string
+	}{
+		{"admitted exec", "/exec?command=ls&container=c&stdout=1", http.StatusBadRequest, noHost},
+		{"admitted attach", "/attach?container=c&stdout=1", http.StatusBadRequest, noHost},
+		{"admitted portforward", "/portforward?ports=8080", http.StatusBadRequest, noHost},
+		{"refused portforward", "/portforward?ports=8080,22", http.StatusForbidden, refused},
+		{"validating webhooks see what mutating ones made of the options", "/exec?command=sneak", http.StatusForbidden, refused},
+		{"the mutated options are the ones used", "/exec?command=hijack", http.StatusBadRequest, "container ghost is not valid for pod p"},
+		{"policies judge CONNECT", "/exec?command=rm&command=-rf", http.StatusUnprocessableEntity,
+			`pods "p" is forbidden: ValidatingAdmissionPolicy 'connect-` + ns + `' with binding 'connect-` + ns + `' denied request: no rm`},
+		{"no dry run", "/exec?command=ls&dryRun=All", http.StatusBadRequest, "dryRun is not supported"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := do(t, "POST", p+c.query, nil)
+			if r.code != c.code || get(r.object(t), "message") != c.message {
+				t.Errorf("%s: %d %s, want %d %q", c.query, r.code, r.body, c.code, c.message)
+			}
+		})
+	}
+
+	t.Run("the review", func(t *testing.T) {
+		for _, path := range []string{"/connect-mutate", "/connect-validate"} {
+			rv := a.lastReview(t, path, "pods", "exec")
+			want := map[string]any{"operation": "CONNECT", "kind": "/v1/PodExecOptions", "resource": "/v1/pods", "requestKind": "/v1/PodExecOptions",
+				"name": "p", "namespace": ns, "object": "v1 PodExecOptions", "oldObject": nil, "options": nil, "dryRun": false}
+			got := map[string]any{"operation": rv["operation"], "kind": gvk(rv["kind"]), "resource": gvk(rv["resource"]), "requestKind": gvk(rv["requestKind"]),
+				"name": rv["name"], "namespace": rv["namespace"], "object": fmt.Sprint(get(rv, "object", "apiVersion"), " ", get(rv, "object", "kind")),
+				"oldObject": rv["oldObject"], "options": rv["options"], "dryRun": rv["dryRun"]}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%s got\n%v, want\n%v", path, got, want)
+			}
+		}
+		if rv := a.lastReview(t, "/connect-validate", "pods", "portforward"); fmt.Sprint(get(rv, "object", "ports")) != "[8080 22]" || gvk(rv["kind"]) != "/v1/PodPortForwardOptions" {
+			t.Errorf("portforward review: %v", rv)
 		}
 	})
 }

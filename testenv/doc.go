@@ -22,6 +22,13 @@
 // WithoutControllers runs none. The scheduler (WithScheduler) and the node agent (WithNode),
 // which runs pods as processes of this machine, are off unless asked for.
 //
+// Logs: the apiserver, controllers, scheduler and node agent log nothing a test sees, as
+// envtest hides its kube-apiserver's and etcd's output; WithLogs(w) writes their lines to w
+// while the Env runs. They log through the process's default slog.Logger, which the first
+// Env replaces (once) with one that sets kplane's lines apart and passes the test's own on
+// to where they went before, in the same format; so WithLogs also gets the lines of other
+// Envs running at the same time.
+//
 // Bad input fails the test (t.Fatal) with the option, file and document at fault and the
 // server's message: options that contradict each other, a path that does not exist, a file
 // that does not parse, an object the server refuses. Every wait is bounded (WithTimeout).

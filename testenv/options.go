@@ -3,6 +3,7 @@ package testenv
 import (
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -24,6 +25,8 @@ type settings struct {
 	scheduler,
 	node bool
 	timeout time.Duration
+	logs    io.Writer
+	logsSet bool
 }
 
 // DefaultControllers run unless WithControllers or WithoutControllers says otherwise: the
@@ -96,6 +99,16 @@ func WithTimeout(d time.Duration) Option {
 	return func(s *settings) { s.timeout = d }
 }
 
+// WithLogs writes the log lines of kplane's apiserver, controllers, scheduler and node agent
+// to w, in `kplane`'s format (slog's text), while this Env runs. Without it they are
+// discarded, as envtest discards its kube-apiserver's and etcd's output; the test's own log
+// lines are left alone. The components log through the process's default slog.Logger, so w
+// also gets the lines of other Envs running at the same time: to read one Env's, run its test
+// alone. WithLogs(os.Stderr) shows them as `kplane up` would.
+func WithLogs(w io.Writer) Option {
+	return func(s *settings) { s.logs, s.logsSet = w, true }
+}
+
 // validate reports options that contradict each other.
 func (s *settings) validate() error {
 	var errs []error
@@ -104,6 +117,9 @@ func (s *settings) validate() error {
 	}
 	if s.timeout <= 0 {
 		errs = append(errs, fmt.Errorf("WithTimeout(%v): the timeout must be positive", s.timeout))
+	}
+	if s.logsSet && s.logs == nil {
+		errs = append(errs, errors.New("WithLogs: a nil writer"))
 	}
 	for _, c := range s.crds {
 		if c == nil {

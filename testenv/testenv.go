@@ -125,10 +125,12 @@ func start(opts []Option, dir string) (env *Env, err error) {
 	// the default 20 ms tick (bench/README.md, testenv); 200 idle wake-ups a second are
 	// nothing for a test.
 	o.EtcdTick = 5 * time.Millisecond
+	unroute := routeLogs(s.logs)
 	ctx, cancel := context.WithCancel(context.Background())
 	api, err := apiserver.Start(ctx, o)
 	if err != nil {
 		cancel()
+		unroute()
 		return nil, err
 	}
 	var roles sync.WaitGroup
@@ -148,6 +150,7 @@ func start(opts []Option, dir string) (env *Env, err error) {
 		cancel()
 		roles.Wait()
 		err := api.Wait()
+		unroute()
 		if local != nil {
 			local.CloseIdleConnections()
 		}

@@ -189,6 +189,7 @@ func TestBadInputFailsNamingTheCause(t *testing.T) {
 		{"conflicting controller options", []testenv.Option{testenv.WithoutControllers(), testenv.WithControllers("namespace")}, []string{"WithoutControllers conflicts with WithControllers"}},
 		{"unknown controller", []testenv.Option{testenv.WithControllers("namespace", "no-such")}, []string{"WithControllers", `"no-such"`}},
 		{"zero timeout", []testenv.Option{testenv.WithTimeout(0)}, []string{"WithTimeout(0s)"}},
+		{"nil log writer", []testenv.Option{testenv.WithLogs(nil)}, []string{"WithLogs: a nil writer"}},
 		{"missing directory", []testenv.Option{testenv.WithCRDs("testdata/no-such-dir")}, []string{"WithCRDs", "testdata/no-such-dir", "no such file"}},
 		{"unparseable file", []testenv.Option{testenv.WithCRDs("testdata/unparseable")}, []string{"testdata/unparseable/broken.yaml", "document 1"}},
 		// The server's refusal, with the file's name.
@@ -212,28 +213,35 @@ func TestManyInParallel(t *testing.T) {
 	for i := range 20 {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			t.Parallel()
-			env := testenv.Start(t, testenv.WithoutControllers())
-			cs := kubernetes.NewForConfigOrDie(env.Config)
-			ctx := context.Background()
-			name := fmt.Sprint("instance-", i)
-			if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			list, err := cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var names []string
-			for _, cm := range list.Items {
-				if strings.HasPrefix(cm.Name, "instance-") {
-					names = append(names, cm.Name)
-				}
-			}
-			if len(names) != 1 || names[0] != name {
-				t.Errorf("ConfigMaps %v, want only %s", names, name)
-			}
+			startOwnInstance(t, i)
 		})
 	}
+}
+
+// startOwnInstance starts an Env in which it writes a ConfigMap of its own, and checks that
+// the Env holds that one and no other instance's.
+func startOwnInstance(t *testing.T, i int) *testenv.Env {
+	env := testenv.Start(t, testenv.WithoutControllers())
+	cs := kubernetes.NewForConfigOrDie(env.Config)
+	ctx := context.Background()
+	name := fmt.Sprint("instance-", i)
+	if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, cm := range list.Items {
+		if strings.HasPrefix(cm.Name, "instance-") {
+			names = append(names, cm.Name)
+		}
+	}
+	if len(names) != 1 || names[0] != name {
+		t.Errorf("ConfigMaps %v, want only %s", names, name)
+	}
+	return env
 }
 
 // Stopped, an Env leaves no goroutine and no file behind. Not parallel: it counts the

@@ -1,5 +1,6 @@
-// Package admission decides what admission webhooks and admission policies say about a write:
-// which ones match a request (rules, scope, namespace and object selectors, CEL match
+// Package admission decides what admission webhooks and admission policies say about a
+// request (a write, or a CONNECT to a pod's exec, attach or portforward): which ones match it
+// (rules, scope, namespace and object selectors, CEL match
 // conditions, the version a matchPolicy Equivalent rule names), calling the webhooks, and
 // evaluating the policies' CEL for each of their bindings and params.
 //

@@ -132,9 +132,12 @@ func typeCheckEnvs(p *admissionregistrationv1.ValidatingAdmissionPolicy, kinds K
 	return envs, nil
 }
 
-// typeName names the CEL type of a kind's schema.
+// typeName names the CEL type of a kind's schema: apps.v1.Deployment, v1.ConfigMap.
 func typeName(gvk schema.GroupVersionKind) string {
-	return strings.Join([]string{gvk.Group, gvk.Version, gvk.Kind}, ".")
+	if gvk.Group == "" {
+		return gvk.Version + "." + gvk.Kind
+	}
+	return gvk.Group + "." + gvk.Version + "." + gvk.Kind
 }
 
 // typeCheckedKinds are the kinds a policy's resource rules name explicitly, sorted by group,

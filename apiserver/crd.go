@@ -197,16 +197,27 @@ func (s *Server) runCRDs(ctx context.Context, wg *sync.WaitGroup) error {
 			slog.Warn("serving custom resources", "crd", o.GetName(), "err", err)
 		}
 	}
-	// One goroutine syncs CRDs as their events arrive; a failed sync is tried again a second
-	// later (a deleted CRD waiting for its objects to go, a status write that conflicted).
+	loop := s.syncLoop(ctx, crds, "serving custom resources", s.syncCRD)
+	wg.Go(func() {
+		defer s.stopAllCRDs()
+		loop()
+	})
+	return nil
+}
+
+// syncLoop returns the loop of a goroutine that runs sync for each object of res named by a
+// watch event (and for every one at the start of each watch), until ctx ends. A failed sync is
+// tried again a second later (a deleted CRD waiting for its objects to go, a status write that
+// conflicted); what names the loop in the log.
+func (s *Server) syncLoop(ctx context.Context, res *resource, what string, sync func(context.Context, string) error) func() {
 	retry := make(chan string)
 	pending := map[string]bool{}
-	sync := func(name string) {
-		err := s.syncCRD(ctx, name)
+	try := func(name string) {
+		err := sync(ctx, name)
 		if err == nil || ctx.Err() != nil || pending[name] {
 			return
 		}
-		slog.Info("serving custom resources: retrying", "crd", name, "err", err)
+		slog.Info(what+": retrying", "name", name, "err", err)
 		pending[name] = true
 		time.AfterFunc(time.Second, func() {
 			select {
@@ -215,16 +226,15 @@ func (s *Server) runCRDs(ctx context.Context, wg *sync.WaitGroup) error {
 			}
 		})
 	}
-	wg.Go(func() {
-		defer s.stopAllCRDs()
+	return func() {
 		for ctx.Err() == nil {
-			w, err := crds.store.Watch(ctx, "", storage.WatchOptions{ResourceVersion: "0"})
+			w, err := res.store.Watch(ctx, "", storage.WatchOptions{ResourceVersion: "0"})
 			if err != nil {
 				_ = sleepCtx(ctx, time.Second)
 				continue
 			}
 			for _, ev := range w.Initial {
-				sync(ev.Object.GetName())
+				try(ev.Object.GetName())
 			}
 		events:
 			for {
@@ -234,19 +244,18 @@ func (s *Server) runCRDs(ctx context.Context, wg *sync.WaitGroup) error {
 						break events
 					}
 					if ev.Object != nil {
-						sync(ev.Object.GetName())
+						try(ev.Object.GetName())
 					}
 				case name := <-retry:
 					delete(pending, name)
-					sync(name)
+					try(name)
 				case <-ctx.Done():
 					break events
 				}
 			}
 			w.Stop()
 		}
-	})
-	return nil
+	}
 }
 
 // syncCRD brings one CRD's serving and status up to date.

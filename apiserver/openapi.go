@@ -108,11 +108,8 @@ func (s *Server) apiPaths(g *schemaGen, gv schema.GroupVersion, paths map[string
 		if info.GroupVersion != gv {
 			continue
 		}
-		var ref map[string]any
-		if res.custom != nil {
-			ref = g.customRef(res)
-		} else {
-			ref = g.ref(reflect.TypeOf(res.strategy.NewObject()).Elem(), info.GVK())
+		ref := g.kindRef(res)
+		if res.custom == nil {
 			g.ref(reflect.TypeOf(res.strategy.NewListObject()).Elem(), gv.WithKind(info.Kind+"List"))
 		}
 		op := func(verb string) map[string]any { return g.operation(verb, info.GVK(), ref) }
@@ -129,6 +126,14 @@ func (s *Server) apiPaths(g *schemaGen, gv schema.GroupVersion, paths map[string
 			paths[c.path] = map[string]any{"post": g.operation("create", c.gvk, g.ref(c.typ, c.gvk))}
 		}
 	}
+}
+
+// kindRef returns a reference to the schema of a served resource's kind, generating it.
+func (g *schemaGen) kindRef(res *resource) map[string]any {
+	if res.custom != nil {
+		return g.customRef(res)
+	}
+	return g.ref(reflect.TypeOf(res.strategy.NewObject()).Elem(), res.info.GVK())
 }
 
 // operation describes one operation (verb: read, replace, patch, delete, create) on kind gvk

@@ -453,3 +453,93 @@ func TestMutatingAdmissionPolicies(t *testing.T) {
 		}
 	})
 }
+
+func TestValidatingAdmissionPolicyTypeChecking(t *testing.T) {
+	f := newPolicyFixture(t)
+	name := "typed-" + f.ns
+	p := map[string]any{"metadata": map[string]any{"name": name}, "spec": map[string]any{
+		"matchConstraints": map[string]any{"resourceRules": []any{
+			map[string]any{"operations": []any{"CREATE"}, "apiGroups": []any{"apps"}, "apiVersions": []any{"v1"}, "resources": []any{"deployments"}},
+		}},
+		"validations": []any{
+			map[string]any{"expression": "object.spec.replicass > 1", "messageExpression": "'replicas: ' + string(object.spec.replicas)"},
+		},
+	}}
+	f.install(t, vapPath, p)
+	status := func(generation int64) map[string]any {
+		var st map[string]any
+		eventually(t, fmt.Sprintf("observedGeneration %d", generation), func() bool {
+			r := do(t, "GET", vapPath+"/"+name, nil)
+			st, _ = get(r.object(t), "status").(map[string]any)
+			g, _ := get(st, "observedGeneration").(float64)
+			return int64(g) == generation
+		})
+		return st
+	}
+	st := status(1)
+	warnings, _ := get(st, "typeChecking", "expressionWarnings").([]any)
+	if len(warnings) != 1 {
+		t.Fatalf("expressionWarnings %v, want one", st)
+	}
+	w := warnings[0].(map[string]any)
+	if w["fieldRef"] != "spec.validations[0].expression" ||
+		!strings.HasPrefix(w["warning"].(string), "apps/v1, Kind=Deployment: ERROR: <input>:1:12: undefined field 'replicass'") {
+		t.Errorf("warning %v", w)
+	}
+	r := do(t, "GET", vapPath+"/"+name, nil)
+	var managers []string
+	for _, m := range get(r.object(t), "metadata", "managedFields").([]any) {
+		managers = append(managers, fmt.Sprint(get(m, "manager"), "/", get(m, "operation"), "/", get(m, "subresource")))
+	}
+	if !strings.Contains(strings.Join(managers, " "), "validatingadmissionpolicy-status/Apply/status") {
+		t.Errorf("managedFields %v", managers)
+	}
+
+	fix := `[{"op":"replace","path":"/spec/validations/0/expression","value":"object.spec.replicas > 1"}]`
+	if r := do(t, "PATCH", vapPath+"/"+name, fix, "Content-Type", "application/json-patch+json"); r.code != http.StatusOK {
+		t.Fatalf("fix: %d %s", r.code, r.body)
+	}
+	st = status(2)
+	if tc, ok := st["typeChecking"].(map[string]any); !ok || len(tc) != 0 {
+		t.Errorf("typeChecking %v, want {}", st["typeChecking"])
+	}
+}
+
+// Policies whose expressions check against the served kinds' schemas get an empty
+// typeChecking: a large built-in kind with params, and one whose schema contains itself.
+func TestValidatingAdmissionPolicyTypeCheckingPasses(t *testing.T) {
+	ns := namespace(t)
+	for _, tc := range []struct {
+		name, group, resource, expr string
+		paramKind                   map[string]any
+	}{
+		{"pods", "", "pods", "object.spec.containers.all(c, c.image.startsWith(params.data.prefix)) && object.metadata.labels['app'] != ''",
+			map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}},
+		{"crds", "apiextensions.k8s.io", "customresourcedefinitions", "object.spec.versions.all(v, v.schema.openAPIV3Schema.type == 'object')", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := tc.name + "-" + ns
+			spec := map[string]any{
+				"matchConstraints": map[string]any{"resourceRules": []any{
+					map[string]any{"operations": []any{"CREATE"}, "apiGroups": []any{tc.group}, "apiVersions": []any{"v1"}, "resources": []any{tc.resource}},
+				}},
+				"validations": []any{map[string]any{"expression": tc.expr}},
+			}
+			if tc.paramKind != nil {
+				spec["paramKind"] = tc.paramKind
+			}
+			if r := do(t, "POST", vapPath, map[string]any{"metadata": map[string]any{"name": name}, "spec": spec}); r.code != http.StatusCreated {
+				t.Fatalf("create: %d %s", r.code, r.body)
+			}
+			t.Cleanup(func() { do(t, "DELETE", vapPath+"/"+name, nil) })
+			var st any
+			eventually(t, "observedGeneration 1", func() bool {
+				st = get(do(t, "GET", vapPath+"/"+name, nil).object(t), "status")
+				return get(st, "observedGeneration") == float64(1)
+			})
+			if tc, ok := get(st, "typeChecking").(map[string]any); !ok || len(tc) != 0 {
+				t.Errorf("status %v, want typeChecking {}", st)
+			}
+		})
+	}
+}

@@ -196,6 +196,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := s.runCRDs(ctx, &wg); err != nil {
 		return fmt.Errorf("custom resources: %w", err)
 	}
+	s.runPolicyStatus(ctx, &wg)
 	s.ready.Store(true)
 	<-ctx.Done()
 	return nil

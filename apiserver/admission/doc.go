@@ -11,11 +11,15 @@
 //
 // Policies are evaluated with object, oldObject, request, params, namespaceObject and
 // variables, all untyped (dyn), and Kubernetes' authorizer and authorizer.requestResource,
-// whose checks all answer allowed, since kplane does not authorize. Mutating policies build
+// whose checks all answer allowed, since kplane does not authorize. TypeCheck (typecheck.go)
+// compiles a ValidatingAdmissionPolicy's validations again with those variables typed by the
+// schemas of the kinds it names, for its status.typeChecking warnings; the warnings change
+// nothing of how the policy is evaluated. Mutating policies build
 // their results with the Object and JSONPatch types of celobjects.go; an apply configuration
 // is merged by a Merger the apiserver gives (its field managers know each kind's list and map
 // semantics). The apiserver package compiles the configurations when they are written (422 for
 // CEL that does not compile, has the wrong type, or costs more than the budget even on an
-// empty object), keeps the compiled ones until one changes, and gives the policies their
-// params from its own stores.
+// empty object), keeps the compiled ones until one changes, gives the policies their
+// params from its own stores, and writes the type checking of each policy's generation to its
+// status.
 package admission

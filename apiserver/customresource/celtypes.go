@@ -434,3 +434,40 @@ func parseDateTime(s string) (time.Time, error) {
 	}
 	return t, err
 }
+
+// TypeDeclarations declares CEL object types outside CRD validation rules: a resource's
+// schema, or an object of named fields, for expressions (admission policies) that are
+// type-checked against what they read. Names must be unique within one TypeDeclarations.
+type TypeDeclarations struct{ p *celTypes }
+
+// NewTypeDeclarations starts an empty set of declarations over the base environment's types.
+func NewTypeDeclarations() (*TypeDeclarations, error) {
+	env, err := baseEnv()
+	if err != nil {
+		return nil, err
+	}
+	return &TypeDeclarations{p: &celTypes{Provider: env.CELTypeProvider(), objects: map[string]*celType{}}}, nil
+}
+
+// Resource declares the type of a resource of schema s, named name (its nested types are
+// named below it); apiVersion, kind and metadata.name are always readable. A schema CEL
+// cannot type is dyn.
+func (d *TypeDeclarations) Resource(s *Schema, name string) *cel.Type {
+	if t := d.p.declare(s, name, true); t != nil {
+		return t.cel
+	}
+	return cel.DynType
+}
+
+// Object declares an object type with the given fields.
+func (d *TypeDeclarations) Object(name string, fields map[string]*cel.Type) *cel.Type {
+	t := &celType{cel: cel.ObjectType(name), fields: make(map[string]*celField, len(fields))}
+	for n, ft := range fields {
+		t.fields[n] = &celField{property: n, typ: &celType{cel: ft}}
+	}
+	d.p.objects[name] = t
+	return t.cel
+}
+
+// EnvOption makes the declared types known to an environment extended with it.
+func (d *TypeDeclarations) EnvOption() cel.EnvOption { return cel.CustomTypeProvider(d.p) }

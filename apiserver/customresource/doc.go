@@ -14,7 +14,9 @@
 //     with oldSelf bound to the correlated old value on updates (cel.go, celtypes.go,
 //     celcrd.go; Kubernetes' function libraries in cellib.go for lists, regular expressions
 //     and quantities, celnet.go for URLs, IPs and CIDRs, celformat.go for named formats and
-//     semantic versions).
+//     semantic versions). TypeDeclarations lends the same type declarations to admission
+//     policies' type checking, and CompileOpenAPI makes a Schema of any kind's OpenAPI v3
+//     schema (references resolved), built-in kinds included.
 //   - NewResource makes the registry.Strategy of one served version: unstructured objects,
 //     the status/spec split of the status subresource, generation, printer columns as table
 //     rows, selectable fields and the scale subresource's paths.

@@ -11,7 +11,7 @@ var missing = []struct{ name, why string }{
 	{"kube-apiserver-serving-clustertrustbundle-publisher-controller", "no certificates API yet"},
 	{"clusterrole-aggregation-controller", "no RBAC yet"},
 	{"legacy-serviceaccount-token-cleaner-controller", "not yet"},
-	{"validatingadmissionpolicy-status-controller", "no admission policies yet"},
+	{"validatingadmissionpolicy-status-controller", "kplane's apiserver writes the policies' status.typeChecking itself"},
 	{"ttl-controller", "its node annotation serves kubelets' Secret caches; kplane's node agent needs none"},
 	{"taint-eviction-controller", "node-lifecycle-controller evicts pods from NoExecute-tainted nodes itself"},
 	{"node-ipam-controller", "each node agent takes pod IPs from its own --pod-cidr"},

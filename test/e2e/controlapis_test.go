@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // controlAPIsManifest has one object of each resource of the RBAC, certificates, flow-control,
@@ -234,6 +235,14 @@ func TestControlAPIs(t *testing.T) {
 		{"the mutating policy labels new ConfigMaps", func(t *testing.T) {
 			k.ok("create", "configmap", "probe", "--from-literal=a=b")
 			k.expectJSONPath("configmap/probe", "{.metadata.labels.mutated}", "true")
+		}},
+		{"the validating policy's expressions are type-checked against Deployments", func(t *testing.T) {
+			policy := "validatingadmissionpolicy/" + ns + "-replicas"
+			all.eventually(policy, "{.status.observedGeneration}", "1", 10*time.Second)
+			all.ok("patch", policy, "--type=json", "-p", `[{"op":"replace","path":"/spec/validations/0/expression","value":"object.spec.replica <= 5"}]`)
+			all.eventually(policy, "{.status.observedGeneration}", "2", 10*time.Second)
+			expectContains(t, "typeChecking", all.jsonpath(policy, "{.status.typeChecking.expressionWarnings[0].warning}"),
+				"apps/v1, Kind=Deployment: ERROR: <input>:1:12: undefined field 'replica'")
 		}},
 		{"roleRef is immutable", func(t *testing.T) {
 			r := k.fail("patch", "rolebinding", "read-pods", "--type", "merge", "-p", `{"roleRef":{"name":"other"}}`)

@@ -345,16 +345,17 @@ func (a *Agent) podGone(p *corev1.Pod) {
 	}
 }
 
-// deletePod removes the pod object once its processes are stopped (grace period 0, only if it
-// is still the same pod).
+// deletePod removes the pod's directory once its processes are stopped, then the pod object
+// (grace period 0, only if it is still the same pod): as the kubelet reclaims a pod's
+// resources before its final delete, so whoever sees the object gone sees its files gone.
 func (a *Agent) deletePod(ctx context.Context, p *corev1.Pod) {
 	uid := p.UID
+	if err := a.removePodDirs(uid); err != nil {
+		slog.Error("removing pod directory", "pod", p.Namespace+"/"+p.Name, "err", err)
+	}
 	err := client.Resource[*corev1.Pod](a.c, "pods").Namespace(p.Namespace).Delete(ctx, p.Name,
 		metav1.DeleteOptions{GracePeriodSeconds: new(int64(0)), Preconditions: &metav1.Preconditions{UID: &uid}})
 	if err != nil && !client.IsNotFound(err) && !client.IsConflict(err) && ctx.Err() == nil {
 		slog.Error("deleting pod", "pod", p.Namespace+"/"+p.Name, "err", err)
-	}
-	if err := a.removePodDirs(uid); err != nil {
-		slog.Error("removing pod directory", "pod", p.Namespace+"/"+p.Name, "err", err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/internal/testserver"
 	"github.com/kplane/kplane/proxy"
+	proxyapp "github.com/kplane/kplane/proxy/app"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -135,8 +136,8 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func testOptions(node string) proxy.Options {
-	o := proxy.DefaultOptions()
+func testOptions(node string) proxyapp.Options {
+	o := proxyapp.DefaultOptions()
 	o.HostnameOverride = node
 	o.HealthzBindAddress, o.MetricsBindAddress = "127.0.0.1:0", "127.0.0.1:0"
 	o.MinSyncPeriod = 0
@@ -145,10 +146,10 @@ func testOptions(node string) proxy.Options {
 	return o
 }
 
-func startProxy(t *testing.T, o proxy.Options, c *client.Client, dp proxy.DataPath) *proxy.Server {
+func startProxy(t *testing.T, o proxyapp.Options, c *client.Client, dp proxy.DataPath) *proxyapp.Server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s, err := proxy.Start(ctx, o, c, dp)
+	s, err := proxyapp.Start(ctx, o, c, dp)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -344,7 +345,7 @@ func get(t *testing.T, url string, into any) int {
 	return resp.StatusCode
 }
 
-func metricsText(t *testing.T, s *proxy.Server) string {
+func metricsText(t *testing.T, s *proxyapp.Server) string {
 	t.Helper()
 	resp, err := http.Get("http://" + s.MetricsAddr + "/metrics")
 	if err != nil {
@@ -542,7 +543,7 @@ func TestStopEndsEveryGoroutine(t *testing.T) {
 	before := runtime.NumGoroutine()
 	ctx, cancel := context.WithCancel(context.Background())
 	dp := &recorder{}
-	s, err := proxy.Start(ctx, testOptions(uniqueNode("proxy-stop-node")), c, dp)
+	s, err := proxyapp.Start(ctx, testOptions(uniqueNode("proxy-stop-node")), c, dp)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,9 @@
-// Package proxy is kplane's service proxy, kube-proxy's counterpart: it follows Services and
-// EndpointSlices (proxy/config), tracks what changed per service port (this package's trackers),
-// and programs a data path (proxy/userspace, proxy/nftables) at a bounded frequency.
+// Package proxy is the library of kplane's service proxy, kube-proxy's counterpart: the
+// Proxier, fed by Services, EndpointSlices and the Node (proxy/config), tracks what changed per
+// service port (this package's trackers) and programs a data path (proxy/userspace,
+// proxy/nftables) at a bounded frequency, and serves its health. The program around it (flags,
+// options, the informers, the health and metrics servers) is proxy/app, as kube-proxy's is
+// cmd/kube-proxy/app.
 //
 // The types here are the contract between the shared part and the data paths: a data path sees
 // the whole desired state, already converted from API objects, plus which service ports changed

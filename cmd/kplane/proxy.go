@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/kplane/kplane/proxy"
+	proxyapp "github.com/kplane/kplane/proxy/app"
 	"github.com/kplane/kplane/proxy/nftables"
 	"github.com/kplane/kplane/proxy/userspace"
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,7 +14,7 @@ import (
 )
 
 func newProxyCommand() *cobra.Command {
-	o := proxy.DefaultOptions()
+	o := proxyapp.DefaultOptions()
 	cmd := &cobra.Command{
 		Use:   "proxy",
 		Short: "Forward traffic for Services to their endpoints (kube-proxy)",
@@ -32,7 +32,7 @@ func newProxyCommand() *cobra.Command {
 }
 
 // runProxy builds the data path the options ask for and runs the proxy until ctx ends.
-func runProxy(ctx context.Context, o proxy.Options) error {
+func runProxy(ctx context.Context, o proxyapp.Options) error {
 	_, wait, err := startProxy(ctx, o)
 	if err != nil {
 		return err
@@ -43,30 +43,30 @@ func runProxy(ctx context.Context, o proxy.Options) error {
 // startProxy builds the data path the options ask for and starts the proxy on it. It returns
 // once the proxy listens (the Server has the addresses bound); wait blocks until ctx has ended
 // and the proxy and its data path have stopped.
-func startProxy(ctx context.Context, o proxy.Options) (s *proxy.Server, wait func() error, err error) {
+func startProxy(ctx context.Context, o proxyapp.Options) (s *proxyapp.Server, wait func() error, err error) {
 	if err := o.Validate(); err != nil {
 		return nil, nil, err
 	}
 	o.Registry = prometheus.NewRegistry()
 	switch o.ProxyMode {
-	case proxy.ProxyModeNFTables, proxy.ProxyModeAuto:
+	case proxyapp.ProxyModeNFTables, proxyapp.ProxyModeAuto:
 		dp, err := nftables.New(nftables.Options{Registerer: o.Registry})
 		if err == nil {
 			// As kube-proxy does, the rules stay when the proxy stops, so that traffic keeps
 			// flowing across a restart; the next start replaces them with a full sync.
 			slog.Info("proxy mode nftables")
-			s, err := proxy.Start(ctx, o, nil, dp)
+			s, err := proxyapp.Start(ctx, o, nil, dp)
 			if err != nil {
 				return nil, nil, err
 			}
 			return s, s.Wait, nil
 		}
-		if o.ProxyMode == proxy.ProxyModeNFTables || !errors.Is(err, nftables.ErrUnavailable) {
+		if o.ProxyMode == proxyapp.ProxyModeNFTables || !errors.Is(err, nftables.ErrUnavailable) {
 			return nil, nil, err
 		}
 		slog.Info("nftables cannot be used here, proxying in userspace", "reason", err)
 		fallthrough
-	case proxy.ProxyModeUserspace:
+	case proxyapp.ProxyModeUserspace:
 		dp := userspace.New(userspace.Options{Registerer: o.Registry})
 		done := make(chan error, 1)
 		go func() { done <- dp.Run(ctx) }()
@@ -75,7 +75,7 @@ func startProxy(ctx context.Context, o proxy.Options) (s *proxy.Server, wait fun
 			_ = dp.Close()
 			<-done
 		}
-		s, err := proxy.Start(ctx, o, nil, dp)
+		s, err := proxyapp.Start(ctx, o, nil, dp)
 		if err != nil {
 			stop()
 			return nil, nil, err

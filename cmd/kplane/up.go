@@ -20,7 +20,7 @@ import (
 	"github.com/kplane/kplane/controller/servicelb"
 	"github.com/kplane/kplane/internal/inprocess"
 	"github.com/kplane/kplane/node"
-	"github.com/kplane/kplane/proxy"
+	proxyapp "github.com/kplane/kplane/proxy/app"
 	"github.com/kplane/kplane/scheduler"
 	"github.com/spf13/cobra"
 )
@@ -31,7 +31,7 @@ func newUpCommand() *cobra.Command {
 	// so services answer on this machine with no setup. This is the first choice; see
 	// claimLoopbackRanges.
 	o.ServiceClusterIPRange = defaultServiceRange
-	proxyMode := proxy.ProxyModeUserspace
+	proxyMode := proxyapp.ProxyModeUserspace
 	var lb lbRangeChoice
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -186,7 +186,7 @@ func runUp(ctx context.Context, o apiserver.Options, proxyMode string, lb lbRang
 		lbOpts.LoadBalancerIPRange = lbRange
 	}
 	sched := inprocess.Scheduler(o.WriteKubeconfig)
-	px := proxy.DefaultOptions()
+	px := proxyapp.DefaultOptions()
 	px.Kubeconfig, px.ProxyMode = o.WriteKubeconfig, proxyMode
 	// On one machine a change should reach the data path at once, not after kube-proxy's
 	// second: partial syncs cost O(changes), and at 10k services syncing on every change

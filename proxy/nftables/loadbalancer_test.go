@@ -17,7 +17,7 @@ import (
 	"github.com/kplane/kplane/apiserver"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/internal/testserver"
-	"github.com/kplane/kplane/proxy"
+	proxyapp "github.com/kplane/kplane/proxy/app"
 )
 
 // TestLoadBalancerIngress runs the whole proxy against a real apiserver, programming the lab's
@@ -79,10 +79,10 @@ func TestLoadBalancerIngress(t *testing.T) {
 			t.Errorf("Cleanup: %v", err)
 		}
 	})
-	o := proxy.DefaultOptions()
+	o := proxyapp.DefaultOptions()
 	o.HostnameOverride, o.MinSyncPeriod, o.Registry = "node-1", 0, reg
 	o.HealthzBindAddress, o.MetricsBindAddress = "127.0.0.1:0", "127.0.0.1:0"
-	p, err := proxy.Start(ctx, o, c, dp)
+	p, err := proxyapp.Start(ctx, o, c, dp)
 	if err != nil {
 		t.Fatal(err)
 	}

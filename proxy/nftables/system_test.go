@@ -18,7 +18,7 @@ import (
 	"github.com/kplane/kplane/apiserver"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/internal/testserver"
-	"github.com/kplane/kplane/proxy"
+	proxyapp "github.com/kplane/kplane/proxy/app"
 )
 
 // TestThroughTheAPIServer runs the whole proxy (informers, trackers, runner) with this data
@@ -79,10 +79,10 @@ func TestThroughTheAPIServer(t *testing.T) {
 			t.Errorf("Cleanup: %v", err)
 		}
 	})
-	o := proxy.DefaultOptions()
+	o := proxyapp.DefaultOptions()
 	o.HostnameOverride, o.MinSyncPeriod, o.Registry = "node-1", 0, reg
 	o.HealthzBindAddress, o.MetricsBindAddress = "127.0.0.1:0", "127.0.0.1:0"
-	p, err := proxy.Start(ctx, o, c, dp)
+	p, err := proxyapp.Start(ctx, o, c, dp)
 	if err != nil {
 		t.Fatal(err)
 	}

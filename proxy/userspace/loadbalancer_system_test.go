@@ -9,7 +9,7 @@ import (
 	"github.com/kplane/kplane/apiserver"
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/internal/testserver"
-	"github.com/kplane/kplane/proxy"
+	proxyapp "github.com/kplane/kplane/proxy/app"
 	"github.com/kplane/kplane/proxy/userspace"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -60,10 +60,10 @@ func TestLoadBalancerIngressThroughTheAPIServer(t *testing.T) {
 
 	dp := userspace.New(userspace.Options{})
 	go func() { _ = dp.Run(ctx) }()
-	o := proxy.DefaultOptions()
+	o := proxyapp.DefaultOptions()
 	o.HostnameOverride, o.MinSyncPeriod = "node-1", 0
 	o.HealthzBindAddress, o.MetricsBindAddress = "127.0.0.1:0", "127.0.0.1:0"
-	p, err := proxy.Start(ctx, o, c, dp)
+	p, err := proxyapp.Start(ctx, o, c, dp)
 	if err != nil {
 		t.Fatal(err)
 	}

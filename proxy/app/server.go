@@ -1,19 +1,18 @@
-package proxy
+package app
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"sync"
 	"time"
 
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
+	"github.com/kplane/kplane/proxy"
 	"github.com/kplane/kplane/proxy/config"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -29,13 +28,13 @@ type Server struct {
 	// NodeName and IPFamily are what the proxy serves.
 	NodeName string
 	IPFamily corev1.IPFamily
-	Proxier  *Proxier
+	Proxier  *proxy.Proxier
 
 	done chan struct{}
 }
 
 // Run runs a proxy until ctx is cancelled; see Start.
-func Run(ctx context.Context, o Options, c *client.Client, dp DataPath) error {
+func Run(ctx context.Context, o Options, c *client.Client, dp proxy.DataPath) error {
 	s, err := Start(ctx, o, c, dp)
 	if err != nil {
 		return err
@@ -47,7 +46,7 @@ func Run(ctx context.Context, o Options, c *client.Client, dp DataPath) error {
 // server through c (nil: a client from o.Kubeconfig and o.Master) to program dp. It returns
 // while the proxy runs; every goroutine it started ends after ctx is cancelled (Wait waits for
 // that). The caller owns dp (and stops whatever it runs) and chooses it from o.ProxyMode.
-func Start(ctx context.Context, o Options, c *client.Client, dp DataPath) (*Server, error) {
+func Start(ctx context.Context, o Options, c *client.Client, dp proxy.DataPath) (*Server, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
@@ -70,7 +69,7 @@ func Start(ctx context.Context, o Options, c *client.Client, dp DataPath) (*Serv
 		reg = prometheus.NewRegistry()
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	p, err := NewProxier(ProxierConfig{
+	p, err := proxy.NewProxier(proxy.ProxierConfig{
 		DataPath: dp, NodeName: nodeName, IPFamily: family,
 		MinSyncPeriod: o.MinSyncPeriod, SyncPeriod: o.SyncPeriod, FullSyncPeriod: o.FullSyncPeriod,
 		Registerer: reg,
@@ -170,52 +169,5 @@ func detectIPFamily(ctx context.Context, c *client.Client, nodeName string) core
 		slog.Info("proxy: cannot read this node to choose the IP family; serving IPv4", "node", nodeName, "err", err)
 		return corev1.IPv4Protocol
 	}
-	return NodeIPFamily(node)
-}
-
-// NodeIPFamily is the family of node's first InternalIP, else of its first ExternalIP, else IPv4.
-func NodeIPFamily(node *corev1.Node) corev1.IPFamily {
-	for _, kind := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP} {
-		for _, a := range node.Status.Addresses {
-			if a.Type != kind {
-				continue
-			}
-			if ip, err := netip.ParseAddr(a.Address); err == nil {
-				return familyOf(ip)
-			}
-		}
-	}
-	return corev1.IPv4Protocol
-}
-
-// HealthzHandler serves /healthz: 200 when healthy and the node is eligible for load-balanced
-// traffic, else 503; the body is Health as JSON.
-func (p *Proxier) HealthzHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		h := p.Health()
-		eligible := p.NodeEligible()
-		h.NodeEligible = &eligible
-		p.writeHealth(w, h, h.Healthy && eligible, p.m.healthz)
-	})
-}
-
-// LivezHandler serves /livez: as /healthz without the node's state, for liveness probes.
-func (p *Proxier) LivezHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		h := p.Health()
-		p.writeHealth(w, h, h.Healthy, p.m.livez)
-	})
-}
-
-func (p *Proxier) writeHealth(w http.ResponseWriter, h Health, ok bool, counter *prometheus.CounterVec) {
-	code := http.StatusOK
-	if !ok {
-		code = http.StatusServiceUnavailable
-	}
-	counter.WithLabelValues(fmt.Sprint(code)).Inc()
-	body, _ := json.Marshal(h)
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(code)
-	_, _ = w.Write(body)
+	return proxy.NodeIPFamily(node)
 }

@@ -1,4 +1,4 @@
-package proxy
+package app
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kplane/kplane/proxy"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
@@ -48,7 +49,7 @@ type Options struct {
 
 	// Not flags.
 
-	// FullSyncPeriod: a full sync at least this often (DefaultFullSyncPeriod).
+	// FullSyncPeriod: a full sync at least this often (proxy.DefaultFullSyncPeriod).
 	FullSyncPeriod time.Duration
 	// Registry is where /metrics comes from; the data path registers its own metrics in it
 	// too. nil: a fresh one.
@@ -68,7 +69,7 @@ func DefaultOptions() Options {
 		ConfigSyncPeriod:   15 * time.Minute,
 		KubeAPIQPS:         5,
 		KubeAPIBurst:       10,
-		FullSyncPeriod:     DefaultFullSyncPeriod,
+		FullSyncPeriod:     proxy.DefaultFullSyncPeriod,
 	}
 }
 

@@ -6,10 +6,15 @@
 // service-account tokens); identity.go serves the TokenRequest, TokenReview and
 // SelfSubjectReview APIs and runs the ServiceAccount admission of new pods (package
 // serviceaccount); authorization.go answers the access reviews (there is no authorizer yet:
-// everything is allowed). A plain-HTTP loopback server answers TLS on the same port too (listener.go),
-// for in-cluster clients that reach it through the kubernetes service (bootstrap.go). The pods'
-// log, exec, attach and portforward subresources are passed on to the node agent running the
-// pod (log.go, stream.go).
+// everything is allowed). Writes go through admission in Kubernetes' order: the built-in
+// plugins, the mutating admission policies and webhooks, validation, the validating policies
+// and webhooks, then ResourceQuota (webhookadmission.go, policyadmission.go, quota.go; the
+// decisions are package admission's); exec, attach and portforward are admitted as CONNECT
+// (connectadmission.go), and ValidatingAdmissionPolicies get their status.typeChecking from a
+// loop of the server's own (policystatus.go). A plain-HTTP loopback server answers TLS on the
+// same port too (listener.go), for in-cluster clients that reach it through the kubernetes
+// service (bootstrap.go). The pods' log, exec, attach and portforward subresources are passed
+// on to the node agent running the pod (log.go, stream.go).
 package apiserver
 
 import (

@@ -32,6 +32,21 @@ const (
 	varVariables       = "variables"
 )
 
+// runtimeCostBudget bounds the cost of all the validations of one evaluation of a policy, as
+// Kubernetes' RuntimeCELCostBudget does (each expression is also bound by perCallCostLimit).
+// A variable only so that a test can spend it without ten million units of evaluation.
+var runtimeCostBudget int64 = 10000000
+
+var errOutOfBudget = errors.New("validation failed due to running out of cost budget, no further validation rules will be run")
+
+// cost is what an evaluation cost, 0 when unknown.
+func cost(det *cel.EvalDetails) int64 {
+	if det == nil || det.ActualCost() == nil {
+		return 0
+	}
+	return int64(*det.ActualCost())
+}
+
 // maxMessageBytes bounds what a messageExpression may return before it is ignored.
 const maxMessageBytes = 5 * 1024
 
@@ -563,8 +578,12 @@ func (r *Request) evaluate(ctx context.Context, p *Policy, inv invocation, pc Po
 		return nil, nil
 	}
 	var out []decision
+	budget := runtimeCostBudget
 	for _, v := range p.validations {
-		res, _, err := v.prog.Eval(vars)
+		res, det, err := v.prog.Eval(vars)
+		if budget -= cost(det); budget < 0 {
+			return failed(errOutOfBudget), nil
+		}
 		if err != nil {
 			out = append(out, failed(fmt.Errorf("expression '%s' resulted in error: %v", v.expression, err))...)
 			continue

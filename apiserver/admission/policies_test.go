@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -222,5 +223,40 @@ func TestPolicyMatchPolicy(t *testing.T) {
 	got := r.Object.(*unstructured.Unstructured)
 	if got.GetAPIVersion() != "example.com/v2" || got.Object["spec"].(map[string]any)["size"] != int64(4) {
 		t.Errorf("mutated at v1, back at v2: %v", got.Object)
+	}
+}
+
+// TestPolicyCostBudget: the validations of one evaluation share a cost budget; past it, the
+// policy fails per its failure policy with Kubernetes' message.
+func TestPolicyCostBudget(t *testing.T) {
+	data := map[string]string{}
+	for i := range 100 {
+		data[fmt.Sprint("k", i)] = ""
+	}
+	obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns"}, Data: data}
+	// Each costs about 60,000, within the per-expression limit; the budget is lowered from
+	// Kubernetes' 10,000,000 to 100,000 to keep the test short.
+	costly := admissionregistrationv1.Validation{Expression: "object.data.all(a, object.data.all(b, a != b || a == b))"}
+	defer func(b int64) { runtimeCostBudget = b }(runtimeCostBudget)
+	runtimeCostBudget = 100000
+	for _, tc := range []struct {
+		validations int
+		denied      bool
+	}{{1, false}, {2, true}} {
+		p := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+				Operations: []admissionregistrationv1.OperationType{"*"}, Rule: admissionregistrationv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*"}}}}}},
+		}}
+		for range tc.validations {
+			p.Spec.Validations = append(p.Spec.Validations, costly)
+		}
+		b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "b"},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: "p", ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}}}
+		r := &Request{Attributes: &Attributes{Operation: admissionv1.Create, Kind: corev1.SchemeGroupVersion.WithKind("ConfigMap"),
+			Resource: corev1.SchemeGroupVersion.WithResource("configmaps"), Name: "x", Namespace: "ns", Namespaced: true, Object: obj}}
+		err := r.ValidatePolicies(context.Background(), ValidatingPolicies([]*admissionregistrationv1.ValidatingAdmissionPolicy{p}, []*admissionregistrationv1.ValidatingAdmissionPolicyBinding{b}), PolicyContext{})
+		if got := err != nil && strings.HasSuffix(err.Error(), "denied request: validation failed due to running out of cost budget, no further validation rules will be run"); got != tc.denied {
+			t.Errorf("%d validations: %v, want denied %v", tc.validations, err, tc.denied)
+		}
 	}
 }

@@ -120,17 +120,17 @@ func admissionCELErrors(obj runtime.Object) field.ErrorList {
 	var errs field.ErrorList
 	switch o := obj.(type) {
 	case *admissionregistrationv1.ValidatingAdmissionPolicy:
-		_, errs = admission.CompileValidatingPolicy(o)
+		errs = admission.CheckValidatingPolicy(o)
 	case *admissionregistrationv1.MutatingAdmissionPolicy:
-		_, errs = admission.CompileMutatingPolicy(o)
+		errs = admission.CheckMutatingPolicy(o)
 	case *admissionregistrationv1.ValidatingWebhookConfiguration:
 		for i, w := range o.Webhooks {
-			_, e := admission.CompileConditions(w.MatchConditions, field.NewPath("webhooks").Index(i).Child("matchConditions"))
+			e := admission.CheckConditions(w.MatchConditions, field.NewPath("webhooks").Index(i).Child("matchConditions"))
 			errs = append(errs, e...)
 		}
 	case *admissionregistrationv1.MutatingWebhookConfiguration:
 		for i, w := range o.Webhooks {
-			_, e := admission.CompileConditions(w.MatchConditions, field.NewPath("webhooks").Index(i).Child("matchConditions"))
+			e := admission.CheckConditions(w.MatchConditions, field.NewPath("webhooks").Index(i).Child("matchConditions"))
 			errs = append(errs, e...)
 		}
 	}

@@ -139,8 +139,12 @@ func TestValidatingAdmissionPolicies(t *testing.T) {
 			"matchResources": map[string]any{"objectSelector": map[string]any{"matchLabels": map[string]any{"check": "selector"}}},
 		}))
 		three := map[string]any{"a": "", "b": "", "c": ""}
-		denied(t, do(t, "POST", f.cms, f.cm("noparam", three, map[string]any{"check": "byname"})), http.StatusUnprocessableEntity, "params", "byname",
-			"failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction")
+		// A binding that cannot be applied fails in Kubernetes' generic words, 403 Forbidden.
+		r := do(t, "POST", f.cms, f.cm("noparam", three, map[string]any{"check": "byname"}))
+		want := "policy 'params-" + f.ns + "' with binding 'byname-" + f.ns + "' denied request: failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction"
+		if r.code != http.StatusForbidden || get(r.object(t), "reason") != "Forbidden" || get(r.object(t), "message") != want {
+			t.Errorf("got %d %s, want 403 %s", r.code, r.body, want)
+		}
 		if r := do(t, "POST", f.cms, f.cm("allowed", three, map[string]any{"check": "allow"})); r.code != http.StatusCreated {
 			t.Errorf("missing param with Allow: %d %s", r.code, r.body)
 		}

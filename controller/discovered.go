@@ -26,17 +26,22 @@ func (d *Discovered[V]) Sync(resources []client.APIResource, add func(client.API
 	current := make(map[schema.GroupVersionResource]bool, len(resources))
 	for _, r := range resources {
 		current[r.GroupVersionResource] = true
+	}
+	// Removals first: when a resource's preferred version changes, the old version's value
+	// goes before the new one's is made, so that what they share (keyed by group and
+	// resource) ends up the new one's.
+	for gvr, v := range d.items {
+		if !current[gvr] {
+			delete(d.items, gvr)
+			remove(gvr, v)
+		}
+	}
+	for _, r := range resources {
 		if _, ok := d.items[r.GroupVersionResource]; ok {
 			continue
 		}
 		if v, ok := add(r); ok {
 			d.items[r.GroupVersionResource] = v
-		}
-	}
-	for gvr, v := range d.items {
-		if !current[gvr] {
-			delete(d.items, gvr)
-			remove(gvr, v)
 		}
 	}
 }

@@ -54,6 +54,21 @@ func TestDiscoveredSync(t *testing.T) {
 		}
 	}
 	removed = nil
+	// A preferred version that changes: the old one is removed before the new one is added.
+	var order []string
+	var e Discovered[string]
+	v := func(version string) []client.APIResource {
+		return []client.APIResource{{GroupVersionResource: schema.GroupVersionResource{Group: "g", Version: version, Resource: "r"}}}
+	}
+	e.Sync(v("v1beta1"), func(r client.APIResource) (string, bool) { return r.Version, true }, nil)
+	e.Sync(v("v1"), func(r client.APIResource) (string, bool) {
+		order = append(order, "add "+r.Version)
+		return r.Version, true
+	},
+		func(gvr schema.GroupVersionResource, _ string) { order = append(order, "remove "+gvr.Version) })
+	if !slices.Equal(order, []string{"remove v1beta1", "add v1"}) {
+		t.Errorf("version change: %v", order)
+	}
 	d.Clear(remove)
 	slices.Sort(removed)
 	if !slices.Equal(removed, []string{"b", "c"}) || len(d.Resources()) != 0 {

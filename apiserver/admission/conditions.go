@@ -56,11 +56,11 @@ func (emptyInputs) EstimateCallCost(string, string, *checker.AstNode, []checker.
 	return nil
 }
 
-// costExceeded refuses an expression whose estimated cost is over the per-call limit even on
-// an empty object. Kubernetes checks admission expressions' cost only when they run (their
-// objects are untyped, so nothing bounds their size when they are written); kplane also
-// refuses, when they are written, the ones that could never run within the limit. The cost
-// that grows with the object is still limited when they run.
+// costExceeded refuses an expression whose worst case on an empty object (every conditional
+// taking its costlier branch, every loop over its literals running whole) is over the per-call
+// limit. Kubernetes checks admission expressions' cost only when they run (their objects are
+// untyped, so nothing bounds their size when they are written); kplane also refuses these when
+// they are written, and only then: a configuration already stored runs, limited per call.
 func costExceeded(env *cel.Env, ast *cel.Ast, path *field.Path) *field.Error {
 	est, err := env.EstimateCost(ast, emptyInputs{})
 	if err != nil || est.Max <= perCallCostLimit {
@@ -76,9 +76,20 @@ type Conditions struct {
 	progs []cel.Program
 }
 
-// CompileConditions compiles matchConditions; the errors name each expression that does not
-// compile, under path.
+// CompileConditions compiles matchConditions to run them; the errors name each expression
+// that does not compile, under path.
 func CompileConditions(conds []admissionregistrationv1.MatchCondition, path *field.Path) (*Conditions, field.ErrorList) {
+	return compileConditions(conds, path, false)
+}
+
+// CheckConditions is what is wrong with the matchConditions of a configuration being written:
+// what CompileConditions finds, and expressions over the cost budget even on an empty object.
+func CheckConditions(conds []admissionregistrationv1.MatchCondition, path *field.Path) field.ErrorList {
+	_, errs := compileConditions(conds, path, true)
+	return errs
+}
+
+func compileConditions(conds []admissionregistrationv1.MatchCondition, path *field.Path, onWrite bool) (*Conditions, field.ErrorList) {
 	c := &Conditions{}
 	if len(conds) == 0 {
 		return c, nil
@@ -99,9 +110,11 @@ func CompileConditions(conds []admissionregistrationv1.MatchCondition, path *fie
 			errs = append(errs, field.Invalid(p, mc.Expression, "must evaluate to bool"))
 			continue
 		}
-		if ferr := costExceeded(env, ast, p); ferr != nil {
-			errs = append(errs, ferr)
-			continue
+		if onWrite {
+			if ferr := costExceeded(env, ast, p); ferr != nil {
+				errs = append(errs, ferr)
+				continue
+			}
 		}
 		prog, err := env.Program(ast, cel.CostLimit(perCallCostLimit))
 		if err != nil {

@@ -14,7 +14,6 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -56,11 +55,22 @@ type MutatingPolicies []*MutatingPolicy
 // CompileMutatingPolicy compiles the CEL of a policy; the errors are the policy's invalid
 // expressions, under spec.
 func CompileMutatingPolicy(p *admissionregistrationv1.MutatingAdmissionPolicy) (*MutatingPolicy, field.ErrorList) {
+	return compileMutatingPolicy(p, false)
+}
+
+// CheckMutatingPolicy is what is wrong with the CEL of a policy being written: what
+// CompileMutatingPolicy finds, and expressions over the cost budget even on an empty object.
+func CheckMutatingPolicy(p *admissionregistrationv1.MutatingAdmissionPolicy) field.ErrorList {
+	_, errs := compileMutatingPolicy(p, true)
+	return errs
+}
+
+func compileMutatingPolicy(p *admissionregistrationv1.MutatingAdmissionPolicy, onWrite bool) (*MutatingPolicy, field.ErrorList) {
 	out := &MutatingPolicy{policy: policy{Name: p.Name, failOpen: p.Spec.FailurePolicy != nil && *p.Spec.FailurePolicy == admissionregistrationv1.Ignore,
 		constraints: p.Spec.MatchConstraints, paramKind: p.Spec.ParamKind},
 		reinvoke: p.Spec.ReinvocationPolicy == admissionregistrationv1.IfNeededReinvocationPolicy}
 	spec := field.NewPath("spec")
-	c, errs := newPolicyCompiler(mutationEnv, spec)
+	c, errs := newPolicyCompiler(mutationEnv, spec, onWrite)
 	if errs != nil {
 		return nil, errs
 	}
@@ -100,25 +110,6 @@ func CompileMutatingPolicies(policies []*admissionregistrationv1.MutatingAdmissi
 // merges (the apiserver's field managers know each kind's list and map semantics).
 type Merger func(gvk schema.GroupVersionKind, obj runtime.Object, patch map[string]any) (runtime.Object, error)
 
-// policyDenial is a mutating policy's failure, as Kubernetes words it.
-func policyDenial(p *MutatingPolicy, binding string, err error) string {
-	if binding == "" {
-		return fmt.Sprintf("policy %q denied request: %v", p.Name, err)
-	}
-	return fmt.Sprintf("policy '%s' with binding '%s' denied request: %v", p.Name, binding, err)
-}
-
-// policiesDenied is the error of failed mutating policies: Forbidden, reason Invalid, the
-// first failure as the message and each as a cause.
-func (r *Request) policiesDenied(msgs []string) error {
-	err := apierrors.NewForbidden(r.Resource.GroupResource(), r.Name, errors.New("admission request denied by policy"))
-	err.ErrStatus.Message, err.ErrStatus.Reason = msgs[0], metav1.StatusReasonInvalid
-	for _, m := range msgs {
-		err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{Message: m})
-	}
-	return err
-}
-
 // viewAt is the request as seen at version v (nil: as it is).
 func (r *Request) viewAt(ctx context.Context, v *Version) (*Attributes, error) {
 	if v == nil {
@@ -131,11 +122,12 @@ func (r *Request) viewAt(ctx context.Context, v *Version) (*Attributes, error) {
 	return view, nil
 }
 
-// mutateBy runs one policy invocation: its match conditions, then its mutations in order. It
-// reports whether the invocation ran (its conditions matched) and whether it changed the
-// object. A failure of the policy comes back as failure, to be reported per its failure
-// policy; err is an error of the server's.
-func (r *Request) mutateBy(ctx context.Context, p *MutatingPolicy, inv invocation, pc PolicyContext) (ran, changed bool, failure, err error) {
+// mutateBy runs one policy invocation: its match conditions, then its mutations in order,
+// each on the object the one before it left; a mutation that fails is skipped, the others
+// still apply, as in Kubernetes. It reports whether the invocation ran (its conditions
+// matched) and whether it changed the object. The policy's failures come back as failures, to
+// be reported per its failure policy; err is an error of the server's.
+func (r *Request) mutateBy(ctx context.Context, p *MutatingPolicy, inv invocation, pc PolicyContext) (ran, changed bool, failures []error, err error) {
 	view, err := r.viewAt(ctx, inv.version)
 	if err != nil {
 		return false, false, nil, err
@@ -146,9 +138,12 @@ func (r *Request) mutateBy(ctx context.Context, p *MutatingPolicy, inv invocatio
 		return false, false, nil, err
 	}
 	if ok, err := p.conditionsMatch(vars); err != nil || !ok {
-		return false, false, err, nil
+		if err != nil {
+			failures = []error{err}
+		}
+		return false, false, failures, nil
 	}
-	if cur.Object == nil { // DELETE, CONNECT: nothing to mutate
+	if cur.Object == nil { // DELETE: nothing to mutate
 		return true, false, nil, nil
 	}
 	for i, m := range p.mutations {
@@ -159,12 +154,13 @@ func (r *Request) mutateBy(ctx context.Context, p *MutatingPolicy, inv invocatio
 		}
 		next, failure := m.apply(cur.Kind, cur.Object, vars, pc.Merge)
 		if failure != nil {
-			return true, false, failure, nil
+			failures = append(failures, failure)
+			continue
 		}
 		cur.Object = next
 	}
 	if apiequality.Semantic.DeepEqual(cur.Object, view.Object) {
-		return true, false, nil, nil
+		return true, false, failures, nil
 	}
 	out := cur.Object
 	if inv.version != nil {
@@ -173,7 +169,7 @@ func (r *Request) mutateBy(ctx context.Context, p *MutatingPolicy, inv invocatio
 		}
 	}
 	r.Object, r.vars = out, nil
-	return true, true, nil, nil
+	return true, true, failures, nil
 }
 
 // apply evaluates one mutation and applies its result to obj.
@@ -236,24 +232,20 @@ func (m mutation) apply(gvk schema.GroupVersionKind, obj runtime.Object, vars ma
 
 // mutatingInvocations are the policy invocations of the mutating phase, decided before any
 // of them runs, with the failures of policies and bindings that could not be applied.
-func (r *Request) mutatingInvocations(ctx context.Context, policies MutatingPolicies, pc PolicyContext) ([]policyStep, []string, error) {
+func (r *Request) mutatingInvocations(ctx context.Context, policies MutatingPolicies, pc PolicyContext) ([]policyStep, []policyFailure, error) {
 	var steps []policyStep
-	var denials []string
+	var failures []policyFailure
 	for _, p := range policies {
 		invs, cerrs, err := r.invocations(ctx, &p.policy, pc)
 		if err != nil {
 			return nil, nil, err
 		}
-		if !p.failOpen {
-			for _, e := range cerrs {
-				denials = append(denials, policyDenial(p, e.binding, errors.New(e.message())))
-			}
-		}
+		failures = append(failures, p.configFailures(cerrs)...)
 		for _, inv := range invs {
 			steps = append(steps, policyStep{p, inv})
 		}
 	}
-	return steps, denials, nil
+	return steps, failures, nil
 }
 
 type policyStep struct {

@@ -155,6 +155,17 @@ func TestMutatingPolicies(t *testing.T) {
 		{name: "evaluation error, Ignore", policies: []*admissionregistrationv1.MutatingAdmissionPolicy{mutatingPolicy("p", admissionregistrationv1.MutatingAdmissionPolicySpec{FailurePolicy: &ignore,
 			Mutations: []admissionregistrationv1.Mutation{jsonPatch(`[JSONPatch{op: "add", path: "/x", value: object.missing}]`)}})},
 			check: func(*appsv1.Deployment) error { return nil }},
+		{name: "a failing mutation is skipped, the others apply (Ignore)", policies: []*admissionregistrationv1.MutatingAdmissionPolicy{mutatingPolicy("p", admissionregistrationv1.MutatingAdmissionPolicySpec{FailurePolicy: &ignore,
+			Mutations: []admissionregistrationv1.Mutation{
+				applyConfiguration(`Object{metadata: Object.metadata{labels: {"first": "yes"}}}`),
+				jsonPatch(`[JSONPatch{op: "remove", path: "/spec/nothing/there"}]`),
+				applyConfiguration(`Object{metadata: Object.metadata{labels: {"third": "yes"}}}`)}})},
+			check: func(d *appsv1.Deployment) error {
+				if d.Labels["first"] != "yes" || d.Labels["third"] != "yes" {
+					return fmt.Errorf("labels %v", d.Labels)
+				}
+				return nil
+			}},
 		{name: "a bad JSON patch path", policies: []*admissionregistrationv1.MutatingAdmissionPolicy{mutatingPolicy("p", admissionregistrationv1.MutatingAdmissionPolicySpec{
 			Mutations: []admissionregistrationv1.Mutation{jsonPatch(`[JSONPatch{op: "remove", path: "/spec/nothing/there"}]`)}})},
 			denied: "denied request: JSON Patch: "},
@@ -168,6 +179,19 @@ func TestMutatingPolicies(t *testing.T) {
 				Mutations: []admissionregistrationv1.Mutation{applyConfiguration(`Object{metadata: Object.metadata{labels: {"b": "set"}}}`)}})},
 			check: func(d *appsv1.Deployment) error {
 				if d.Labels["seen"] != "set" {
+					return fmt.Errorf("labels %v", d.Labels)
+				}
+				return nil
+			}},
+		{name: "a change in the reinvocation reinvokes the ones after it", policies: []*admissionregistrationv1.MutatingAdmissionPolicy{
+			mutatingPolicy("a", admissionregistrationv1.MutatingAdmissionPolicySpec{ReinvocationPolicy: admissionregistrationv1.IfNeededReinvocationPolicy,
+				Mutations: []admissionregistrationv1.Mutation{applyConfiguration(`Object{metadata: Object.metadata{labels: {"seen-b": object.metadata.labels[?"b"].orValue("none")}}}`)}}),
+			mutatingPolicy("b", admissionregistrationv1.MutatingAdmissionPolicySpec{
+				Mutations: []admissionregistrationv1.Mutation{applyConfiguration(`Object{metadata: Object.metadata{labels: {"b": "set"}}}`)}}),
+			mutatingPolicy("c", admissionregistrationv1.MutatingAdmissionPolicySpec{ReinvocationPolicy: admissionregistrationv1.IfNeededReinvocationPolicy,
+				Mutations: []admissionregistrationv1.Mutation{applyConfiguration(`Object{metadata: Object.metadata{labels: {"seen-a": object.metadata.labels[?"seen-b"].orValue("none")}}}`)}})},
+			check: func(d *appsv1.Deployment) error {
+				if d.Labels["seen-b"] != "set" || d.Labels["seen-a"] != "set" {
 					return fmt.Errorf("labels %v", d.Labels)
 				}
 				return nil
@@ -191,9 +215,15 @@ func TestMutatingPolicies(t *testing.T) {
 			pc := PolicyContext{Params: paramStores("ns", limits), Merge: deploymentMerger(t)}
 			changed, err := r.Mutate(context.Background(), bindAll(tc.policies...), pc, nil)
 			if tc.denied != "" {
+				// A mutation that failed is Invalid; a policy that could not be applied keeps
+				// Forbidden, as Kubernetes reports them.
+				reason := metav1.StatusReasonInvalid
+				if strings.Contains(tc.denied, "failed to configure") {
+					reason = metav1.StatusReasonForbidden
+				}
 				se, ok := err.(*apierrors.StatusError)
-				if !ok || se.ErrStatus.Code != 403 || se.ErrStatus.Reason != metav1.StatusReasonInvalid || !strings.Contains(se.ErrStatus.Message, tc.denied) {
-					t.Fatalf("got %v, want 403 Invalid ...%s", err, tc.denied)
+				if !ok || se.ErrStatus.Code != 403 || se.ErrStatus.Reason != reason || !strings.Contains(se.ErrStatus.Message, tc.denied) {
+					t.Fatalf("got %v, want 403 %s ...%s", err, reason, tc.denied)
 				}
 				return
 			}

@@ -61,7 +61,7 @@ var policyEnv = sync.OnceValues(func() (*cel.Env, error) {
 })
 
 // compileExpr compiles one expression that must give want (or dyn, decided when it runs).
-func compileExpr(env *cel.Env, expr string, want *cel.Type, path *field.Path) (cel.Program, *field.Error) {
+func compileExpr(env *cel.Env, expr string, want *cel.Type, path *field.Path, onWrite bool) (cel.Program, *field.Error) {
 	ast, iss := env.Compile(expr)
 	if iss.Err() != nil {
 		return nil, field.Invalid(path, expr, "compilation failed: "+iss.String())
@@ -69,8 +69,10 @@ func compileExpr(env *cel.Env, expr string, want *cel.Type, path *field.Path) (c
 	if want != nil && !ast.OutputType().IsExactType(want) && !ast.OutputType().IsExactType(cel.DynType) {
 		return nil, field.Invalid(path, expr, fmt.Sprintf("must evaluate to %v but got %v", want, ast.OutputType()))
 	}
-	if ferr := costExceeded(env, ast, path); ferr != nil {
-		return nil, ferr
+	if onWrite {
+		if ferr := costExceeded(env, ast, path); ferr != nil {
+			return nil, ferr
+		}
 	}
 	prog, err := env.Program(ast, cel.CostLimit(perCallCostLimit), cel.EvalOptions(cel.OptTrackCost))
 	if err != nil {
@@ -127,18 +129,21 @@ type Policies []*Policy
 type policyCompiler struct {
 	env  *cel.Env
 	errs field.ErrorList
+	// onWrite adds the checks of a configuration being written (its estimated cost) to
+	// those of compiling it to run.
+	onWrite bool
 }
 
-func newPolicyCompiler(env func() (*cel.Env, error), spec *field.Path) (*policyCompiler, field.ErrorList) {
+func newPolicyCompiler(env func() (*cel.Env, error), spec *field.Path, onWrite bool) (*policyCompiler, field.ErrorList) {
 	e, err := env()
 	if err != nil {
 		return nil, field.ErrorList{field.InternalError(spec, err)}
 	}
-	return &policyCompiler{env: e}, nil
+	return &policyCompiler{env: e, onWrite: onWrite}, nil
 }
 
 func (c *policyCompiler) compile(expr string, want *cel.Type, path *field.Path) cel.Program {
-	prog, ferr := compileExpr(c.env, expr, want, path)
+	prog, ferr := compileExpr(c.env, expr, want, path, c.onWrite)
 	if ferr != nil {
 		c.errs = append(c.errs, ferr)
 	}
@@ -169,13 +174,24 @@ func (c *policyCompiler) done(out *policy) field.ErrorList {
 	return c.errs
 }
 
-// CompileValidatingPolicy compiles the CEL of a policy; the errors are the policy's invalid
-// expressions, under spec.
+// CompileValidatingPolicy compiles the CEL of a policy to run it; the errors are the policy's
+// invalid expressions, under spec.
 func CompileValidatingPolicy(p *admissionregistrationv1.ValidatingAdmissionPolicy) (*Policy, field.ErrorList) {
+	return compileValidatingPolicy(p, false)
+}
+
+// CheckValidatingPolicy is what is wrong with the CEL of a policy being written: what
+// CompileValidatingPolicy finds, and expressions over the cost budget even on an empty object.
+func CheckValidatingPolicy(p *admissionregistrationv1.ValidatingAdmissionPolicy) field.ErrorList {
+	_, errs := compileValidatingPolicy(p, true)
+	return errs
+}
+
+func compileValidatingPolicy(p *admissionregistrationv1.ValidatingAdmissionPolicy, onWrite bool) (*Policy, field.ErrorList) {
 	out := &Policy{policy: policy{Name: p.Name, failOpen: p.Spec.FailurePolicy != nil && *p.Spec.FailurePolicy == admissionregistrationv1.Ignore,
 		constraints: p.Spec.MatchConstraints, paramKind: p.Spec.ParamKind}}
 	spec := field.NewPath("spec")
-	c, errs := newPolicyCompiler(policyEnv, spec)
+	c, errs := newPolicyCompiler(policyEnv, spec, onWrite)
 	if errs != nil {
 		return nil, errs
 	}
@@ -265,15 +281,18 @@ type decision struct {
 // the first Deny decision is the error, as Kubernetes reports it.
 func (r *Request) ValidatePolicies(ctx context.Context, policies Policies, pc PolicyContext) error {
 	var denied []decision
+	var failures []policyFailure
 	for _, p := range policies {
-		d, err := r.judge(ctx, p, pc)
+		d, f, err := r.judge(ctx, p, pc)
 		if err != nil {
 			return err
 		}
-		denied = append(denied, d...)
+		denied, failures = append(denied, d...), append(failures, f...)
 	}
+	// A denial is reported before any policy that could not be applied, as Kubernetes' validating
+	// dispatcher returns it before its generic dispatcher looks at configuration errors.
 	if len(denied) == 0 {
-		return nil
+		return r.policiesFailed(failures)
 	}
 	d := denied[0]
 	msg := fmt.Sprintf("ValidatingAdmissionPolicy '%s' with binding '%s' denied request: %s", d.policy, d.binding, d.message)
@@ -281,6 +300,39 @@ func (r *Request) ValidatePolicies(ctx context.Context, policies Policies, pc Po
 		msg = fmt.Sprintf("ValidatingAdmissionPolicy '%s' denied request: %s", d.policy, d.message)
 	}
 	return r.policyError(msg, d.reason)
+}
+
+// policyFailure is a policy that failed (per its failure policy) in Kubernetes' generic
+// wording; reason is empty for a policy or binding that could not be applied, Invalid for a
+// mutation that failed.
+type policyFailure struct {
+	message string
+	reason  metav1.StatusReason
+}
+
+func newPolicyFailure(policy, binding string, err error, reason metav1.StatusReason) policyFailure {
+	if binding == "" {
+		return policyFailure{fmt.Sprintf("policy %q denied request: %v", policy, err), reason}
+	}
+	return policyFailure{fmt.Sprintf("policy '%s' with binding '%s' denied request: %v", policy, binding, err), reason}
+}
+
+// policiesFailed is the error of failed policies as Kubernetes' generic policy dispatcher
+// gives it: Forbidden, the first failure as the message (and its reason, when it has one),
+// each failure a cause; nil when there are none.
+func (r *Request) policiesFailed(failures []policyFailure) error {
+	if len(failures) == 0 {
+		return nil
+	}
+	err := apierrors.NewForbidden(r.Resource.GroupResource(), r.Name, errors.New("admission request denied by policy"))
+	err.ErrStatus.Message = failures[0].message
+	if failures[0].reason != "" {
+		err.ErrStatus.Reason = failures[0].reason
+	}
+	for _, f := range failures {
+		err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{Message: f.message})
+	}
+	return err
 }
 
 // policyError is a denial in Kubernetes' form: a Forbidden error on the request's object,
@@ -419,22 +471,19 @@ func bindingMatches(ctx context.Context, b *policyBinding, r *Request) (bool, er
 	return ok, err
 }
 
-// judge evaluates one policy under each of its bindings; it returns the Deny decisions.
-func (r *Request) judge(ctx context.Context, p *Policy, pc PolicyContext) ([]decision, error) {
+// judge evaluates one policy under each of its bindings; it returns the Deny decisions, and
+// the failures of bindings that could not be applied.
+func (r *Request) judge(ctx context.Context, p *Policy, pc PolicyContext) ([]decision, []policyFailure, error) {
 	invs, cerrs, err := r.invocations(ctx, &p.policy, pc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	failures := p.configFailures(cerrs)
 	var denied []decision
-	if !p.failOpen {
-		for _, e := range cerrs {
-			denied = append(denied, decision{policy: p.Name, binding: e.binding, message: e.message(), reason: metav1.StatusReasonInvalid})
-		}
-	}
 	for _, inv := range invs {
 		ds, err := r.evaluate(ctx, p, inv, pc)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		b := inv.binding
 		for _, d := range ds {
@@ -450,7 +499,19 @@ func (r *Request) judge(ctx context.Context, p *Policy, pc PolicyContext) ([]dec
 			}
 		}
 	}
-	return denied, nil
+	return denied, failures, nil
+}
+
+// configFailures are the failures of a policy's configuration errors, none when it fails open.
+func (p *policy) configFailures(errs []configError) []policyFailure {
+	if p.failOpen {
+		return nil
+	}
+	var out []policyFailure
+	for _, e := range errs {
+		out = append(out, newPolicyFailure(p.Name, e.binding, errors.New(e.message()), ""))
+	}
+	return out
 }
 
 // params are the param objects a binding names: one nil param when the policy takes none.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"reflect"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -339,77 +340,75 @@ func (r *Request) Validate(ctx context.Context, hooks Hooks) error {
 }
 
 // Mutate runs the mutating phase: the mutating admission policies, then the mutating
-// webhooks, each on the object the ones before it left. Then, once, the policies and webhooks
-// that asked to be reinvoked (IfNeeded) and ran before the last change run again. It reports
-// whether the object changed.
+// webhooks, each on the object the ones before it left. Then once more, in the same order,
+// the policies and webhooks that asked to be reinvoked (IfNeeded) and that something changed
+// the object after, including a reinvoked one. It reports whether the object changed.
 func (r *Request) Mutate(ctx context.Context, policies MutatingPolicies, pc PolicyContext, hooks Hooks) (bool, error) {
-	steps, denials, err := r.mutatingInvocations(ctx, policies, pc)
+	steps, failed, err := r.mutatingInvocations(ctx, policies, pc)
 	if err != nil {
 		return false, err
 	}
-	if len(denials) > 0 {
-		return false, r.policiesDenied(denials)
-	}
-	changed := false
 	// mutator is one policy invocation or webhook: run reports whether it ran (matched) and
 	// changed the object.
 	type mutator struct {
 		reinvoke bool
+		policy   bool
 		run      func() (ran, changed bool, err error)
 	}
 	var mutators []mutator
-	var failed []string // failures of policies that fail closed, reported together
 	for _, st := range steps {
-		mutators = append(mutators, mutator{st.p.reinvoke, func() (bool, bool, error) {
-			ran, ch, failure, err := r.mutateBy(ctx, st.p, st.inv, pc)
-			if failure != nil && !st.p.failOpen {
-				failed = append(failed, policyDenial(st.p, st.inv.binding.name, failure))
+		mutators = append(mutators, mutator{st.p.reinvoke, true, func() (bool, bool, error) {
+			ran, ch, failures, err := r.mutateBy(ctx, st.p, st.inv, pc)
+			if !st.p.failOpen {
+				for _, f := range failures {
+					failed = append(failed, newPolicyFailure(st.p.Name, st.inv.binding.name, f, metav1.StatusReasonInvalid))
+				}
 			}
 			return ran, ch, err
 		}})
 	}
-	policyCount := len(mutators)
 	for _, h := range hooks {
-		mutators = append(mutators, mutator{h.reinvoke, func() (bool, bool, error) { return r.mutateByHook(ctx, h) }})
+		mutators = append(mutators, mutator{h.reinvoke, false, func() (bool, bool, error) { return r.mutateByHook(ctx, h) }})
 	}
-	var ran []int    // indexes in mutators, in the order they ran
-	lastChange := -1 // index in ran of the last mutator that changed the object
-	runAll := func(which []int) error {
-		for _, i := range which {
-			if i >= policyCount && len(failed) > 0 {
-				break // the policies failed: no webhook is called
-			}
-			did, ch, err := mutators[i].run()
-			if err != nil {
-				return err
-			}
-			if !did {
-				continue
-			}
-			ran = append(ran, i)
-			if ch {
-				changed, lastChange = true, len(ran)-1
-			}
+	// Runs and changes are numbered in the order they happen: a mutator is reinvoked when the
+	// last change came after its last run.
+	changed := false
+	seq, lastChange := 0, 0
+	lastRun := make([]int, len(mutators))
+	run := func(i int) error {
+		did, ch, err := mutators[i].run()
+		if err != nil || !did {
+			return err
 		}
-		if len(failed) > 0 {
-			return r.policiesDenied(failed)
+		seq++
+		lastRun[i] = seq
+		if ch {
+			changed, lastChange = true, seq
 		}
 		return nil
 	}
-	all := make([]int, len(mutators))
-	for i := range all {
-		all[i] = i
+	// pass runs the mutators that want picks; policies that fail closed stop it before the
+	// webhooks, as a failed admission plugin stops Kubernetes' chain.
+	pass := func(want func(i int) bool) error {
+		for i, m := range mutators {
+			if !m.policy && len(failed) > 0 {
+				break
+			}
+			if want(i) {
+				if err := run(i); err != nil {
+					return err
+				}
+			}
+		}
+		return r.policiesFailed(failed)
 	}
-	if err := runAll(all); err != nil || lastChange < 0 {
+	if err := pass(func(int) bool { return true }); err != nil || lastChange == 0 {
 		return changed, err
 	}
-	var again []int
-	for _, i := range ran[:lastChange] {
-		if mutators[i].reinvoke {
-			again = append(again, i)
-		}
-	}
-	return changed, runAll(again)
+	ranFirst := slices.Clone(lastRun)
+	return changed, pass(func(i int) bool {
+		return mutators[i].reinvoke && ranFirst[i] > 0 && lastChange > lastRun[i]
+	})
 }
 
 // mutateByHook calls one mutating webhook and applies its patch.

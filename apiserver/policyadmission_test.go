@@ -239,6 +239,11 @@ func TestValidatingAdmissionPolicies(t *testing.T) {
 		if r := do(t, "POST", "/apis/"+group+"/v1/limits", map[string]any{"apiVersion": group + "/v1", "kind": "Limit", "metadata": map[string]any{"name": "one"}, "max": 1}); r.code != http.StatusCreated {
 			t.Fatalf("create param: %d %s", r.code, r.body)
 		}
+		// Params are read from the watch cache: a consistent list waits until it holds the one
+		// just created.
+		if r := do(t, "GET", "/apis/"+group+"/v1/limits", nil); r.code != http.StatusOK {
+			t.Fatalf("list params: %d %s", r.code, r.body)
+		}
 		f.install(t, vapPath, f.policy("crparams", map[string]any{
 			"paramKind":       map[string]any{"apiVersion": group + "/v1", "kind": "Limit"},
 			"matchConditions": []any{map[string]any{"name": "mine", "expression": "object.metadata.name.startsWith('cr-')"}},

@@ -473,6 +473,16 @@ func TestMetrics(t *testing.T) {
 		corev1.ServicePort{Name: "t", Port: 10, Protocol: corev1.ProtocolTCP})); err != nil {
 		t.Fatal(err)
 	}
+	// Services and EndpointSlices arrive through separate watches: had the slice come first, its
+	// port would count as endpoints without a service once, which this test does not mean.
+	eventually(t, "the service synced", func() bool {
+		for _, st := range dp.since(0) {
+			if len(describe(st, ns)) == 2 { // its two ports
+				return true
+			}
+		}
+		return false
+	})
 	triggered := epSlice("sctp-1", "sctp", map[string]int32{"t": 10}, endpoint("10.2.0.1", "", true))
 	triggered.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: time.Now().Format(time.RFC3339Nano)}
 	if _, err := epSlices.Create(ctx, triggered); err != nil {

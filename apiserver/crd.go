@@ -66,6 +66,24 @@ func (s *Server) lookupResource(gvr schema.GroupVersionResource) (*resource, boo
 	return r, ok
 }
 
+// resourceOfKind finds the served resource of a kind, built-in or custom, without the sorted
+// list servedResources makes (admission asks per request).
+func (s *Server) resourceOfKind(gvk schema.GroupVersionKind) (*resource, bool) {
+	for _, r := range s.ordered {
+		if r.info.GVK() == gvk {
+			return r, true
+		}
+	}
+	s.custom.mu.RLock()
+	defer s.custom.mu.RUnlock()
+	for _, r := range s.custom.byGVR {
+		if r.info.GVK() == gvk {
+			return r, true
+		}
+	}
+	return nil, false
+}
+
 // servedResources lists every served resource: the built-in ones in registry order, then the
 // custom ones by group, CRD and version order.
 func (s *Server) servedResources() []*resource {
@@ -175,7 +193,7 @@ func crStoreConfig(st *customresource.Resource) storage.ResourceConfig {
 // newCustomResource builds the served resource of one CRD version, over the CRD's store.
 func (s *Server) newCustomResource(st *customresource.Resource, base *storage.Store, conv storage.Converter) *resource {
 	info := st.Describe()
-	r := &resource{strategy: st, info: info, custom: st, claims: func(storage.Object) []string { return nil },
+	r := &resource{strategy: st, info: info, custom: st,
 		selectable: st.SelectableFields(st.NewObject())}
 	r.conv = conv
 	r.store = storage.NewConverted(base, crStoreConfig(st), conv)

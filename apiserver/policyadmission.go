@@ -61,16 +61,13 @@ func (s *Server) policyContext() admission.PolicyContext {
 // kind gvk with the field manager of the endpoint writing that kind, which knows its list and
 // map semantics: a resource's own, or a scale subresource's for a Scale.
 func (s *Server) mergeApplyConfiguration(gvk schema.GroupVersionKind, obj runtime.Object, patch map[string]any) (runtime.Object, error) {
-	for _, r := range s.servedResources() {
-		m := r.fields[""]
-		if gvk == scaleGVK {
-			m = r.fields["scale"]
-		} else if r.info.GVK() != gvk {
-			continue
-		}
-		if m != nil {
+	if gvk == scaleGVK {
+		// Every scale endpoint has the same autoscaling/v1 Scale field manager.
+		if m, err := scaleFieldManager(); err == nil {
 			return m.Merge(obj, patch)
 		}
+	} else if r, ok := s.resourceOfKind(gvk); ok && r.fields[""] != nil {
+		return r.fields[""].Merge(obj, patch)
 	}
 	return nil, fmt.Errorf("no type information for %v", gvk)
 }
@@ -82,35 +79,31 @@ func (s *Server) paramStore(apiVersion, kind string) (*admission.ParamStore, boo
 		return nil, false
 	}
 	gvk := gv.WithKind(kind)
-	for _, r := range s.servedResources() {
-		if r.info.GVK() != gvk {
-			continue
-		}
-		return &admission.ParamStore{
-			Namespaced: r.info.Namespaced,
-			Get: func(ns, name string) (runtime.Object, error) {
-				o, err := r.store.GetCached(ns, name)
-				if err != nil {
-					return nil, err
-				}
-				return withKind(o, gvk), nil
-			},
-			List: func(ns string, sel labels.Selector) ([]runtime.Object, error) {
-				list, err := r.store.List(context.Background(), ns, storage.ListOptions{ResourceVersion: "0"})
-				if err != nil {
-					return nil, err
-				}
-				var out []runtime.Object
-				for _, it := range listItems(list) {
-					if sel.Matches(labels.Set(it.GetLabels())) {
-						out = append(out, withKind(it, gvk))
-					}
-				}
-				return out, nil
-			},
-		}, true
+	r, ok := s.resourceOfKind(gvk)
+	if !ok {
+		return nil, false
 	}
-	return nil, false
+	return &admission.ParamStore{
+		Namespaced: r.info.Namespaced,
+		Get: func(ns, name string) (runtime.Object, error) {
+			o, err := r.store.GetCached(ns, name)
+			if err != nil {
+				return nil, err
+			}
+			return withKind(o, gvk), nil
+		},
+		List: func(ns string, sel labels.Selector) ([]runtime.Object, error) {
+			list, err := r.store.List(context.Background(), ns, storage.ListOptions{ResourceVersion: "0", Predicate: storage.Predicate{Label: sel}})
+			if err != nil {
+				return nil, err
+			}
+			var out []runtime.Object
+			for _, it := range listItems(list) {
+				out = append(out, withKind(it, gvk))
+			}
+			return out, nil
+		},
+	}, true
 }
 
 // admissionCELErrors compiles the CEL of admission configurations when they are written, so

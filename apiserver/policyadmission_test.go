@@ -257,11 +257,22 @@ func TestValidatingAdmissionPolicies(t *testing.T) {
 	})
 
 	t.Run("policies do not judge admission configurations", func(t *testing.T) {
+		// It denies everything it matches: the admission configurations, and (to show it is in
+		// force) ConfigMaps of this namespace.
 		f.install(t, vapPath, map[string]any{"metadata": map[string]any{"name": "self-" + f.ns}, "spec": map[string]any{
-			"matchConstraints": map[string]any{"resourceRules": []any{map[string]any{"operations": []any{"*"}, "apiGroups": []any{"admissionregistration.k8s.io"}, "apiVersions": []any{"*"}, "resources": []any{"*"}}}},
-			"validations":      []any{map[string]any{"expression": "false"}},
+			"matchConstraints": map[string]any{
+				"resourceRules": []any{
+					map[string]any{"operations": []any{"*"}, "apiGroups": []any{"admissionregistration.k8s.io"}, "apiVersions": []any{"*"}, "resources": []any{"*"}},
+					map[string]any{"operations": []any{"CREATE"}, "apiGroups": []any{""}, "apiVersions": []any{"v1"}, "resources": []any{"configmaps"}},
+				},
+				"namespaceSelector": map[string]any{"matchLabels": map[string]any{"policies": f.ns}},
+			},
+			"validations": []any{map[string]any{"expression": "false"}},
 		}})
 		f.install(t, vapbPath, f.binding("self", "self", nil))
+		if r := do(t, "POST", f.cms, f.cm("self-probe", nil, nil)); r.code != http.StatusUnprocessableEntity {
+			t.Fatalf("the deny-all policy is not in force: %d %s", r.code, r.body)
+		}
 		f.install(t, vapPath, f.policy("after", validations(map[string]any{"expression": "true"})))
 	})
 }
@@ -532,7 +543,9 @@ func TestValidatingAdmissionPolicyTypeCheckingPasses(t *testing.T) {
 				"matchConstraints": map[string]any{"resourceRules": []any{
 					map[string]any{"operations": []any{"CREATE"}, "apiGroups": []any{tc.group}, "apiVersions": []any{"v1"}, "resources": []any{tc.resource}},
 				}},
-				"validations": []any{map[string]any{"expression": tc.expr}},
+				// The second, misspelt, shows the kind's schema was checked at all: a
+				// schema that could not be built would leave typeChecking empty too.
+				"validations": []any{map[string]any{"expression": tc.expr}, map[string]any{"expression": "object.spec.nope == 1"}},
 			}
 			if tc.paramKind != nil {
 				spec["paramKind"] = tc.paramKind
@@ -546,8 +559,10 @@ func TestValidatingAdmissionPolicyTypeCheckingPasses(t *testing.T) {
 				st = get(do(t, "GET", vapPath+"/"+name, nil).object(t), "status")
 				return get(st, "observedGeneration") == float64(1)
 			})
-			if tc, ok := get(st, "typeChecking").(map[string]any); !ok || len(tc) != 0 {
-				t.Errorf("status %v, want typeChecking {}", st)
+			warnings, _ := get(st, "typeChecking", "expressionWarnings").([]any)
+			if len(warnings) != 1 || get(warnings[0], "fieldRef") != "spec.validations[1].expression" ||
+				!strings.Contains(fmt.Sprint(get(warnings[0], "warning")), "undefined field 'nope'") {
+				t.Errorf("status %v, want one warning, on the misspelt validation", st)
 			}
 		})
 	}

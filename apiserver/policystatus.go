@@ -96,18 +96,16 @@ func (s *Server) kindFor(gvr schema.GroupVersionResource) (schema.GroupVersionKi
 
 // kindSchema is the schema of a served kind as /openapi/v3 describes it, compiled.
 func (s *Server) kindSchema(gvk schema.GroupVersionKind) (*customresource.Schema, bool) {
-	for _, res := range s.servedResources() {
-		if res.info.GVK() != gvk {
-			continue
-		}
-		sch, err := openAPISchema(res)
-		if err != nil {
-			slog.Warn("policy type checking: schema", "kind", gvk, "err", err)
-			return nil, false
-		}
-		return sch, true
+	res, ok := s.resourceOfKind(gvk)
+	if !ok {
+		return nil, false
 	}
-	return nil, false
+	sch, err := openAPISchema(res)
+	if err != nil {
+		slog.Warn("policy type checking: schema", "kind", gvk, "err", err)
+		return nil, false
+	}
+	return sch, true
 }
 
 // openAPISchema compiles the OpenAPI v3 schema of a resource's kind.

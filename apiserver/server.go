@@ -161,7 +161,6 @@ func storeConfig(st registry.Strategy) storage.ResourceConfig {
 	info := st.Describe()
 	return storage.ResourceConfig{
 		GroupResource: info.GroupResource(),
-		StoredUnder:   info.StoredUnder,
 		Kind:          info.GVK(),
 		New:           func() storage.Object { return st.NewObject() },
 		NewList:       st.NewListObject,

@@ -72,7 +72,21 @@ func TestConvertedFieldSelector(t *testing.T) {
 	}
 	set("BLUE")
 	set("GREEN") // outside the selection before and after: not delivered
+	listed := func() int {
+		t.Helper()
+		list, err := v.List(ctx, "ns", storage.ListOptions{Predicate: pred})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list.(*corev1.ConfigMapList).Items)
+	}
+	if n := listed(); n != 0 {
+		t.Errorf("list while GREEN: %d items, want none", n)
+	}
 	set("RED")
+	if n := listed(); n != 1 {
+		t.Errorf("list while RED: %d items, want 1", n)
+	}
 	if _, err := v.Delete(ctx, "ns", "red", nil, nil, false); err != nil {
 		t.Fatal(err)
 	}
@@ -84,11 +98,7 @@ func TestConvertedFieldSelector(t *testing.T) {
 	if want := []string{string(watch.Deleted) + " BLUE", string(watch.Added) + " RED", string(watch.Deleted) + " RED"}; strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("events = %v, want %v", got, want)
 	}
-	list, err := v.List(ctx, "ns", storage.ListOptions{Predicate: pred})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if items := list.(*corev1.ConfigMapList).Items; len(items) != 0 {
-		t.Errorf("list after delete: %v", items)
+	if n := listed(); n != 0 {
+		t.Errorf("list after delete: %d items", n)
 	}
 }

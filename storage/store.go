@@ -48,9 +48,6 @@ type ResourceConfig struct {
 	NewList       func() runtime.Object
 	// Attrs gives the labels and fields a selector may match.
 	Attrs AttrFunc
-	// StoredUnder, when set, names the key prefix instead of GroupResource: a resource
-	// served by two groups (core and events.k8s.io Events) keeps one set of keys.
-	StoredUnder schema.GroupResource
 }
 
 // Store keeps one resource under /registry/<group-resource>/<namespace>/<name>, with the etcd
@@ -65,11 +62,7 @@ type Store struct {
 
 // NewStore creates the store; call Run to start its watch cache.
 func NewStore(e *Etcd, codec Codec, cfg ResourceConfig, opts CacheOptions) *Store {
-	keys := cfg.GroupResource
-	if cfg.StoredUnder != (schema.GroupResource{}) {
-		keys = cfg.StoredUnder
-	}
-	s := &Store{cfg: cfg, cli: e.Client, codec: codec, prefix: "/registry/" + keys.String() + "/"}
+	s := &Store{cfg: cfg, cli: e.Client, codec: codec, prefix: "/registry/" + cfg.GroupResource.String() + "/"}
 	s.cache = newCacher(s, opts)
 	return s
 }

@@ -171,7 +171,7 @@ func start(opts []Option, dir string) (env *Env, err error) {
 	if env.Config, err = clientcmd.RESTConfigFromKubeConfig(api.Kubeconfig); err != nil {
 		return nil, err
 	}
-	env.Config.QPS, env.Config.Burst = 1000, 2000
+	env.Config.QPS, env.Config.Burst = inprocess.LocalQPS, inprocess.LocalBurst
 	if local, err = inprocess.Client(env.Kubeconfig); err != nil {
 		return nil, err
 	}

@@ -75,11 +75,11 @@ func TestSelectors(t *testing.T) {
 		}
 	}
 	update := &Attributes{Object: labelled("b"), OldObject: labelled("a")}
-	if ok, _ := ObjectSelected(sel, update); !ok {
-		t.Errorf("object selector: the old object's labels match too")
+	if ok, err := ObjectSelected(sel, update); err != nil || !ok {
+		t.Errorf("object selector: the old object's labels match too (%v)", err)
 	}
-	if ok, _ := ObjectSelected(sel, &Attributes{Object: labelled("b")}); ok {
-		t.Errorf("object selector matched another label")
+	if ok, err := ObjectSelected(sel, &Attributes{Object: labelled("b")}); err != nil || ok {
+		t.Errorf("object selector matched another label (%v)", err)
 	}
 }
 

@@ -154,7 +154,12 @@ func TestMutatingPolicies(t *testing.T) {
 			denied: "denied request: expression '[JSONPatch{op: \"add\", path: \"/x\", value: object.missing}]' resulted in error: no such key: missing"},
 		{name: "evaluation error, Ignore", policies: []*admissionregistrationv1.MutatingAdmissionPolicy{mutatingPolicy("p", admissionregistrationv1.MutatingAdmissionPolicySpec{FailurePolicy: &ignore,
 			Mutations: []admissionregistrationv1.Mutation{jsonPatch(`[JSONPatch{op: "add", path: "/x", value: object.missing}]`)}})},
-			check: func(*appsv1.Deployment) error { return nil }},
+			check: func(d *appsv1.Deployment) error {
+				if !reflect.DeepEqual(d, deployment()) {
+					return errors.New("mutated")
+				}
+				return nil
+			}},
 		{name: "a failing mutation is skipped, the others apply (Ignore)", policies: []*admissionregistrationv1.MutatingAdmissionPolicy{mutatingPolicy("p", admissionregistrationv1.MutatingAdmissionPolicySpec{FailurePolicy: &ignore,
 			Mutations: []admissionregistrationv1.Mutation{
 				applyConfiguration(`Object{metadata: Object.metadata{labels: {"first": "yes"}}}`),

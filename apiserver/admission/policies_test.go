@@ -112,7 +112,7 @@ func TestValidatePolicies(t *testing.T) {
 		{"denied with the message", policy(admissionregistrationv1.ValidatingAdmissionPolicySpec{Validations: []admissionregistrationv1.Validation{v("size(object.data) < 2", "too big")}}), binding(nil, nil), 422, "with binding 'b' denied request: too big", 0},
 		{"reason sets the code", policy(admissionregistrationv1.ValidatingAdmissionPolicySpec{Validations: []admissionregistrationv1.Validation{{Expression: "false", Reason: &forbidden}}}), binding(nil, nil), 403, "denied request: failed expression: false", 0},
 		{"messageExpression with a newline falls back", policy(admissionregistrationv1.ValidatingAdmissionPolicySpec{Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: "m", MessageExpression: "'a\\nb'"}}}), binding(nil, nil), 422, "denied request: m", 0},
-		{"Warn", policy(admissionregistrationv1.ValidatingAdmissionPolicySpec{Validations: []admissionregistrationv1.Validation{v("false", "w")}}), binding([]admissionregistrationv1.ValidationAction{admissionregistrationv1.Warn}, nil), 0, "", 1},
+		{"Warn", policy(admissionregistrationv1.ValidatingAdmissionPolicySpec{Validations: []admissionregistrationv1.Validation{v("false", "w")}}), binding([]admissionregistrationv1.ValidationAction{admissionregistrationv1.Warn}, nil), 0, "with binding 'b': w", 1},
 		{"Audit only", policy(admissionregistrationv1.ValidatingAdmissionPolicySpec{Validations: []admissionregistrationv1.Validation{v("false", "w")}}), binding([]admissionregistrationv1.ValidationAction{admissionregistrationv1.Audit}, nil), 0, "", 0},
 		{"param by name", policy(admissionregistrationv1.ValidatingAdmissionPolicySpec{ParamKind: cmKind, Validations: []admissionregistrationv1.Validation{v("size(object.data) <= int(params.data.max)", "limit")}}),
 			binding(nil, &admissionregistrationv1.ParamRef{Name: "limits"}), 422, "denied request: limit", 0},
@@ -168,6 +168,9 @@ func TestValidatePolicies(t *testing.T) {
 			}
 			if len(r.Warnings) != tc.warnings {
 				t.Errorf("warnings %q, want %d", r.Warnings, tc.warnings)
+			}
+			if tc.code == 0 && tc.message != "" && (len(r.Warnings) == 0 || !strings.HasSuffix(r.Warnings[0], tc.message)) {
+				t.Errorf("warnings %q, want one ending %q", r.Warnings, tc.message)
 			}
 		})
 	}

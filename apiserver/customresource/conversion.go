@@ -21,14 +21,13 @@ import (
 // (strategy None), or through the CRD's conversion webhook, all of a list's objects in one
 // ConversionReview.
 type Converter struct {
-	kind    string
 	hook    *webhook.Client // nil for None
 	reviews string          // the ConversionReview version the webhook takes: v1 or v1beta1
 }
 
 // NewConverter builds crd's converter; resolve finds the Service a webhook names.
 func NewConverter(crd *apiextv1.CustomResourceDefinition, resolve webhook.ResolveService) (*Converter, error) {
-	c := &Converter{kind: crd.Status.AcceptedNames.Kind}
+	c := &Converter{}
 	conv := crd.Spec.Conversion
 	if conv == nil || conv.Strategy != apiextv1.WebhookConverter {
 		return c, nil

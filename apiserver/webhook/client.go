@@ -1,5 +1,5 @@
 // Package webhook calls the HTTPS endpoints the apiserver hands work to: a CRD's conversion
-// webhook (and, later, admission webhooks). A webhook is named by a URL or by a Service in the
+// webhook and the admission webhooks. A webhook is named by a URL or by a Service in the
 // cluster; it is called with a JSON review and answers with one, within a timeout.
 //
 // A Service reference is reached at its ClusterIP, as kube-apiserver's default resolver does

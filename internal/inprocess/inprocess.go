@@ -20,8 +20,8 @@ import (
 // 50 for the kubelet and kube-scheduler) would make a Job of 1000 pods or a burst of 100 pod
 // starts wait seconds for an apiserver that is in this very process and idle.
 const (
-	localQPS   = 1000
-	localBurst = 2000
+	LocalQPS   = 1000
+	LocalBurst = 2000
 )
 
 // WaitReady waits until api has filled its watch caches and bootstrapped (its /readyz), at
@@ -47,7 +47,7 @@ func WaitReady(ctx context.Context, api *apiserver.Instance, timeout time.Durati
 
 // Client is a client of the local apiserver through kubeconfig, at the roles' QPS.
 func Client(kubeconfig string) (*client.Client, error) {
-	return client.FromKubeconfig(kubeconfig, localQPS, localBurst)
+	return client.FromKubeconfig(kubeconfig, LocalQPS, LocalBurst)
 }
 
 // ControllerManager returns controller-manager settings for a manager beside api, reached
@@ -57,7 +57,7 @@ func Client(kubeconfig string) (*client.Client, error) {
 func ControllerManager(api *apiserver.Instance, kubeconfig string) manager.Options {
 	cm := manager.DefaultOptions()
 	cm.Kubeconfig, cm.LeaderElect, cm.SecurePort = kubeconfig, false, 0
-	cm.KubeAPIQPS, cm.KubeAPIBurst = localQPS, localBurst
+	cm.KubeAPIQPS, cm.KubeAPIBurst = LocalQPS, LocalBurst
 	// kube-root-ca.crt publishes the certificate the apiserver answers TLS with (to in-cluster
 	// clients, through the kubernetes service); the token controller signs with its key.
 	cm.RootCAFile = api.CAFile

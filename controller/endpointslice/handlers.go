@@ -180,12 +180,14 @@ func (c *Controller) sliceUpdated(old, s *discoveryv1.EndpointSlice) {
 }
 
 func (c *Controller) sliceDeleted(s *discoveryv1.EndpointSlice) {
-	if !managedHere(s) || !c.tracker.Has(s) {
+	if !managedHere(s) {
 		return
 	}
-	if c.tracker.HandleDeletion(s) {
+	switch known, ours := c.tracker.HandleDeletion(s); {
+	case !known: // not written by this controller since it started
+	case ours:
 		c.sliceCaughtUp(s)
-	} else {
+	default:
 		c.queueSliceService(s) // deleted by someone else: put it back
 	}
 }

@@ -61,7 +61,7 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 	}
 
 	pods := c.podSelector.Selected(ns, svc.Spec.Selector)
-	c.tracker.ExpectCatchUp(svcName)
+	c.tracker.StartSync(svcName)
 	existing := c.currentSlices(svcName)
 	if c.tracker.Stale(svcName, existing) {
 		// Retried at once when the informer catches up (sliceCaughtUp), else after the

@@ -30,8 +30,16 @@ type sliceTracker struct {
 	mu        sync.Mutex
 	byService map[types.NamespacedName]map[types.UID]sliceState
 	// behind holds the Services whose sync is waiting for the informer to catch up with this
-	// controller's writes (see ExpectCatchUp).
+	// controller's writes (see StartSync).
 	behind map[types.NamespacedName]bool
+	// gone holds, per Service, the slices the informer has shown deleted since the Service's
+	// last sync began. A sync records its write only once the server has answered, and the
+	// informer may show the slice deleted (by someone else) before that: without this, the
+	// late record would bring back a slice that can never appear again (UIDs are not reused),
+	// and every later sync would find the cache stale for want of it. The next sync of the
+	// Service clears them: the workqueue never runs two syncs of one Service at once, so no
+	// write of an earlier sync can still be on its way.
+	gone map[types.NamespacedName]map[types.UID]bool
 }
 
 // sliceState is what the tracker knows of one slice.
@@ -41,7 +49,11 @@ type sliceState struct {
 }
 
 func newSliceTracker() *sliceTracker {
-	return &sliceTracker{byService: map[types.NamespacedName]map[types.UID]sliceState{}, behind: map[types.NamespacedName]bool{}}
+	return &sliceTracker{
+		byService: map[types.NamespacedName]map[types.UID]sliceState{},
+		behind:    map[types.NamespacedName]bool{},
+		gone:      map[types.NamespacedName]map[types.UID]bool{},
+	}
 }
 
 func serviceOf(s *discoveryv1.EndpointSlice) types.NamespacedName {
@@ -62,6 +74,9 @@ func (t *sliceTracker) set(s *discoveryv1.EndpointSlice, st sliceState) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	svc := serviceOf(s)
+	if t.gone[svc][s.UID] {
+		return // deleted already: see gone
+	}
 	m := t.byService[svc]
 	if m == nil {
 		m = map[types.UID]sliceState{}
@@ -87,14 +102,6 @@ func (t *sliceTracker) drop(svc types.NamespacedName, uid types.UID) {
 	}
 }
 
-// Has reports whether the tracker knows the slice.
-func (t *sliceTracker) Has(s *discoveryv1.EndpointSlice) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	_, ok := t.byService[serviceOf(s)][s.UID]
-	return ok
-}
-
 // ShouldSync reports whether a slice seen by the informer is in a state this controller did not
 // write (so its Service needs a sync): unknown, expected deleted, or changed since.
 func (t *sliceTracker) ShouldSync(s *discoveryv1.EndpointSlice) bool {
@@ -111,26 +118,33 @@ func (t *sliceTracker) ShouldSync(s *discoveryv1.EndpointSlice) bool {
 	}
 }
 
-// HandleDeletion forgets a slice the informer saw deleted and reports whether the deletion was
-// this controller's (true) or someone else's (false: its Service needs a sync). Call it only for
-// slices the tracker Has.
-func (t *sliceTracker) HandleDeletion(s *discoveryv1.EndpointSlice) bool {
+// HandleDeletion forgets a slice the informer saw deleted, and any record of a write of it still
+// to come (see gone). It reports whether the tracker knew the slice and, if so, whether the
+// deletion was this controller's (ours) or someone else's (its Service needs a sync).
+func (t *sliceTracker) HandleDeletion(s *discoveryv1.EndpointSlice) (known, ours bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	svc := serviceOf(s)
+	if t.gone[svc] == nil {
+		t.gone[svc] = map[types.UID]bool{}
+	}
+	t.gone[svc][s.UID] = true
 	st, ok := t.byService[svc][s.UID]
 	t.drop(svc, s.UID)
-	return !ok || st.generation == deletionExpected
+	return ok, ok && st.generation == deletionExpected
 }
 
-// ExpectCatchUp marks a Service whose sync is about to read the informer's slices: if Stale
-// then finds them behind, the event that brings the informer up to date (CaughtUp) says so, and
-// the Service can be synced at once rather than after a retry delay. Marking before the read
-// means no such event can slip between the read and the mark.
-func (t *sliceTracker) ExpectCatchUp(svc types.NamespacedName) {
+// StartSync is called when a sync of a Service is about to read the informer's slices. It
+// marks the Service as waiting: if Stale then finds the slices behind, the event that brings
+// the informer up to date (CaughtUp) says so, and the Service can be synced at once rather
+// than after a retry delay (marking before the read means no such event can slip between the
+// read and the mark). And it clears the Service's deleted slices (gone): every earlier sync has
+// recorded its writes by now.
+func (t *sliceTracker) StartSync(svc types.NamespacedName) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.behind[svc] = true
+	delete(t.gone, svc)
 }
 
 // CaughtUp is told of each informer event that shows one of this controller's own writes (a
@@ -147,7 +161,7 @@ func (t *sliceTracker) CaughtUp(s *discoveryv1.EndpointSlice) bool {
 
 // Stale reports whether the informer's slices of a Service (those not being deleted) lag behind
 // this controller's writes: a slice older than the one written, a slice deleted still there, or a
-// slice written not there yet. When they do not, the Service stops waiting (ExpectCatchUp).
+// slice written not there yet. When they do not, the Service stops waiting (StartSync).
 func (t *sliceTracker) Stale(svc types.NamespacedName, cached []*discoveryv1.EndpointSlice) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -185,4 +199,5 @@ func (t *sliceTracker) DeleteService(svc types.NamespacedName) {
 	defer t.mu.Unlock()
 	delete(t.byService, svc)
 	delete(t.behind, svc)
+	delete(t.gone, svc)
 }

@@ -539,7 +539,7 @@ func (s *Server) finalizeCRD(ctx context.Context, crd *apiextv1.CustomResourceDe
 		}
 		items := listItems(list)
 		for _, o := range items {
-			if _, err := s.deleteObject(ctx, res, o.GetNamespace(), o.GetName(), &metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			if _, err := s.deleteObject(ctx, res, o.GetNamespace(), o.GetName(), &metav1.DeleteOptions{}, nil); err != nil && !apierrors.IsNotFound(err) {
 				return err
 			}
 		}

@@ -315,7 +315,9 @@ func TestCRDValidationRatcheting(t *testing.T) {
 	}
 	other := deepCopyJSON(t, obj)
 	other["metadata"] = map[string]any{"name": "r2"}
-	eventually(t, "the tightened schema", func() bool { return do(t, "POST", base, other).code == http.StatusUnprocessableEntity })
+	// A dry run: a probe that came before the new schema must not store r2 (every later probe
+	// would then get 409 AlreadyExists).
+	eventually(t, "the tightened schema", func() bool { return do(t, "POST", base+"?dryRun=All", other).code == http.StatusUnprocessableEntity })
 
 	patch := func(body string) response {
 		return do(t, "PATCH", base+"/r1", body, "Content-Type", "application/merge-patch+json")

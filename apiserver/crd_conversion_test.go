@@ -213,7 +213,12 @@ func TestConversionWebhook(t *testing.T) {
 			"spec": map[string]any{"host": "z.example", "port": 99}}); r.code != http.StatusCreated {
 			t.Fatalf("create at v2: %d %s", r.code, r.body)
 		}
-		ev := <-events
+		var ev map[string]any
+		select {
+		case ev = <-events:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no watch event at v1 within 10 s")
+		}
 		if get(ev, "type") != "ADDED" || get(ev, "object", "spec", "hostPort") != "z.example:99" || get(ev, "object", "apiVersion") != g+"/v1" {
 			t.Errorf("watch event at v1: %v", ev)
 		}
@@ -244,7 +249,11 @@ func TestConversionWebhook(t *testing.T) {
 		hook.mode.Store("block")
 		stuck := make(chan response, 1)
 		go func() { stuck <- do(t, "GET", v1+"/ep1", nil) }()
-		<-hook.entered
+		select {
+		case <-hook.entered:
+		case r := <-stuck:
+			t.Fatalf("the v1 read returned without calling the webhook: %d %s", r.code, r.body)
+		}
 		// While the v1 read waits for the webhook, the storage version and its watch cache
 		// keep serving, and writes go through.
 		if r := do(t, "GET", v2, nil); r.code != http.StatusOK {
@@ -261,8 +270,13 @@ func TestConversionWebhook(t *testing.T) {
 		}
 		hook.mode.Store("ok")
 		close(hook.release)
-		if r := <-stuck; r.code != http.StatusOK || get(r.object(t), "spec", "hostPort") != "b.example:81" {
-			t.Errorf("the v1 read once the webhook answered: %d %s", r.code, r.body)
+		select {
+		case r := <-stuck:
+			if r.code != http.StatusOK || get(r.object(t), "spec", "hostPort") != "b.example:81" {
+				t.Errorf("the v1 read once the webhook answered: %d %s", r.code, r.body)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the v1 read did not return within 10 s of the webhook's answer")
 		}
 	})
 

@@ -419,7 +419,7 @@ func (s *Server) disruptAndDelete(ctx context.Context, ns, name string, opts *me
 			opts = withVersion(opts, updated.GetResourceVersion())
 		}
 	}
-	_, err := s.deleteObject(ctx, pods, ns, name, opts)
+	_, err := s.deleteObject(ctx, pods, ns, name, opts, nil)
 	return err
 }
 

@@ -613,11 +613,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, req request) {
 		writeError(w, err)
 		return
 	}
-	if err := s.admitDelete(r.Context(), req, len(opts.DryRun) > 0); err != nil {
-		writeError(w, err)
-		return
-	}
-	obj, err := s.deleteObject(r.Context(), req.res, req.namespace, req.name, opts)
+	obj, err := s.deleteObject(r.Context(), req.res, req.namespace, req.name, opts, s.deletionAdmission(req, len(opts.DryRun) > 0))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -626,8 +622,9 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, req request) {
 }
 
 // deleteObject deletes at once, or marks the object for deletion when finalizers, a namespace's
-// spec finalizers or a pod's grace period must run first.
-func (s *Server) deleteObject(ctx context.Context, res *resource, ns, name string, opts *metav1.DeleteOptions) (storage.Object, error) {
+// spec finalizers or a pod's grace period must run first. admit, when not nil, judges the object
+// about to be deleted (deletionAdmission), after the client's preconditions.
+func (s *Server) deleteObject(ctx context.Context, res *resource, ns, name string, opts *metav1.DeleteOptions, admit func(context.Context, storage.Object) error) (storage.Object, error) {
 	dry := len(opts.DryRun) > 0
 	check := func(cur storage.Object) error {
 		if p := opts.Preconditions; p != nil {
@@ -652,6 +649,11 @@ func (s *Server) deleteObject(ctx context.Context, res *resource, ns, name strin
 		}
 		if err := check(cur); err != nil {
 			return nil, err
+		}
+		if admit != nil {
+			if err := admit(ctx, cur); err != nil {
+				return nil, err
+			}
 		}
 		grace := gracePeriod(cur, opts)
 		_, isNS := cur.(*corev1.Namespace)
@@ -808,15 +810,10 @@ func (s *Server) deleteCollection(w http.ResponseWriter, r *http.Request, req re
 		writeError(w, err)
 		return
 	}
+	admit := s.deletionAdmission(req, len(opts.DryRun) > 0)
 	var deleted []runtime.Object
 	for _, item := range listItems(list) {
-		itemReq := req
-		itemReq.namespace, itemReq.name = item.GetNamespace(), item.GetName()
-		if err := s.admitDelete(r.Context(), itemReq, len(opts.DryRun) > 0); err != nil {
-			writeError(w, err)
-			return
-		}
-		obj, err := s.deleteObject(r.Context(), req.res, item.GetNamespace(), item.GetName(), opts)
+		obj, err := s.deleteObject(r.Context(), req.res, item.GetNamespace(), item.GetName(), opts, admit)
 		if apierrors.IsNotFound(err) {
 			continue
 		}

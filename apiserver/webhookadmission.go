@@ -285,8 +285,11 @@ func (s *Server) validateWith(ctx context.Context, req request, policies admissi
 	return err
 }
 
-// admitDelete runs the admission of a client's DELETE on the stored object.
-func (s *Server) admitDelete(ctx context.Context, req request, dry bool) error {
+// deletionAdmission is the admission of a client's DELETE of req's objects, which deleteObject
+// runs on each object as it is about to delete it (again if the object changes meanwhile), as
+// Kubernetes runs it inside the storage's delete; nil when nothing would judge them. The
+// configurations are read once, for all objects of a collection.
+func (s *Server) deletionAdmission(req request, dry bool) func(context.Context, storage.Object) error {
 	if !webhooksApply(req) {
 		return nil
 	}
@@ -294,14 +297,16 @@ func (s *Server) admitDelete(ctx context.Context, req request, dry bool) error {
 	if mutating.empty() && len(validating) == 0 && len(policies) == 0 {
 		return nil
 	}
-	cur, err := req.res.store.Get(ctx, req.namespace, req.name)
-	if err != nil {
-		return err
+	return func(ctx context.Context, cur storage.Object) error {
+		req := req
+		req.namespace, req.name = cur.GetNamespace(), cur.GetName()
+		// A copy: the deletion goes on with the object as stored, whatever a mutator did.
+		old := cur.DeepCopyObject().(storage.Object)
+		if _, _, err := s.mutateAdmission(ctx, req, mutating, admissionv1.Delete, nil, old, dry); err != nil {
+			return err
+		}
+		return s.validateWith(ctx, req, policies, validating, admissionv1.Delete, nil, old, dry)
 	}
-	if _, _, err := s.mutateAdmission(ctx, req, mutating, admissionv1.Delete, nil, cur, dry); err != nil {
-		return err
-	}
-	return s.validateWith(ctx, req, policies, validating, admissionv1.Delete, nil, cur, dry)
 }
 
 // dryRunKey marks, in a request's context, a dry run (update steps learn it so).

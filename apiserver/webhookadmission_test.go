@@ -284,6 +284,23 @@ func TestAdmissionWebhooks(t *testing.T) {
 		if r.code != http.StatusBadRequest || get(r.object(t), "message") != `admission webhook "validate.example.com" denied the request: this one stays` {
 			t.Errorf("delete: %d %s", r.code, r.body)
 		}
+		// The client's preconditions come first, as in Kubernetes: the webhook never sees a
+		// DELETE that could not happen.
+		before := a.count("/validate")
+		r = do(t, "DELETE", cms+"/keep", map[string]any{"preconditions": map[string]any{"uid": "not-its-uid"}})
+		if r.code != http.StatusConflict {
+			t.Errorf("delete with a wrong uid: %d %s", r.code, r.body)
+		}
+		if n := a.count("/validate") - before; n != 0 {
+			t.Errorf("webhook called %d times for a DELETE whose precondition failed", n)
+		}
+		// A collection's items are judged one by one: the refusal stops the request.
+		if r := do(t, "DELETE", cms+"?labelSelector=undeletable", nil); r.code != http.StatusBadRequest {
+			t.Errorf("deletecollection: %d %s", r.code, r.body)
+		}
+		if r := do(t, "GET", cms+"/keep", nil); r.code != http.StatusOK {
+			t.Errorf("refused object gone: %d %s", r.code, r.body)
+		}
 	})
 
 	t.Run("selectors and match conditions choose the requests", func(t *testing.T) {

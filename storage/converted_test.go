@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kplane/kplane/storage"
 	corev1 "k8s.io/api/core/v1"
@@ -92,7 +93,12 @@ func TestConvertedFieldSelector(t *testing.T) {
 	}
 	var got []string
 	for range 3 {
-		e := <-w.C
+		var e storage.Event
+		select {
+		case e = <-w.C:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("events so far %v; no more within 10 s", got)
+		}
 		got = append(got, string(e.Type)+" "+e.Object.(*corev1.ConfigMap).Data["k"])
 	}
 	if want := []string{string(watch.Deleted) + " BLUE", string(watch.Added) + " RED", string(watch.Deleted) + " RED"}; strings.Join(got, ",") != strings.Join(want, ",") {

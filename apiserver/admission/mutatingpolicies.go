@@ -132,8 +132,8 @@ func (r *Request) mutateBy(ctx context.Context, p *MutatingPolicy, inv invocatio
 	if err != nil {
 		return false, false, nil, err
 	}
-	cur := *view
-	vars, err := r.activation(ctx, &p.policy, &cur, inv.param, pc)
+	cur := *view // what the mutations change, one after another
+	vars, err := r.activation(ctx, &p.policy, view, inv.param, pc)
 	if err != nil {
 		return false, false, nil, err
 	}

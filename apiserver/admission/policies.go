@@ -561,10 +561,29 @@ func (r *Request) params(kind *admissionregistrationv1.ParamKind, ref *admission
 	return params, nil
 }
 
+// baseVariables are Variables(view). Those of the request's own attributes are computed once
+// and kept (r.vars) until a mutation replaces the object: every webhook's match conditions and
+// every policy invocation reads the same ones. A view at another version, or one a policy's
+// earlier mutation changed, gets its own. Webhooks and policies are matched one at a time, so
+// r.vars needs no lock.
+func (r *Request) baseVariables(view *Attributes) (map[string]any, error) {
+	if view != r.Attributes {
+		return Variables(view)
+	}
+	if r.vars == nil {
+		vars, err := Variables(view)
+		if err != nil {
+			return nil, err
+		}
+		r.vars = vars
+	}
+	return r.vars, nil
+}
+
 // activation binds the variables of one evaluation; variables are evaluated in order, each
 // seeing the ones before it, and one that fails fails only the expressions that read it.
 func (r *Request) activation(ctx context.Context, p *policy, view *Attributes, param runtime.Object, pc PolicyContext) (map[string]any, error) {
-	base, err := Variables(view)
+	base, err := r.baseVariables(view)
 	if err != nil {
 		return nil, err
 	}

@@ -180,14 +180,9 @@ func (r *Request) matches(ctx context.Context, h *Hook) (*Attributes, *Version, 
 	if h.broken != nil || h.conditions.Empty() {
 		return view, v, nil // a broken hook is called, to fail per its policy
 	}
-	vars := r.vars
-	if vars == nil || v != nil {
-		if vars, err = Variables(view); err != nil {
-			return nil, nil, err
-		}
-		if v == nil {
-			r.vars = vars
-		}
+	vars, err := r.baseVariables(view)
+	if err != nil {
+		return nil, nil, err
 	}
 	ok, err = h.conditions.Match(vars)
 	switch {

@@ -235,17 +235,20 @@ func bind[P, B metav1.Object, C any](policies []P, bindings []B, compile func(P)
 	byName := func(a, b metav1.Object) int { return strings.Compare(a.GetName(), b.GetName()) }
 	slices.SortFunc(policies, func(a, b P) int { return byName(a, b) })
 	slices.SortFunc(bindings, func(a, b B) int { return byName(a, b) })
+	byPolicy := map[string][]policyBinding{}
+	for _, b := range bindings {
+		name, pb := binding(b)
+		byPolicy[name] = append(byPolicy[name], pb)
+	}
 	var out []C
 	for _, p := range policies {
+		bs := byPolicy[p.GetName()]
+		if len(bs) == 0 {
+			continue // nothing binds it: not compiled
+		}
 		c, core := compile(p)
-		for _, b := range bindings {
-			if name, pb := binding(b); name == p.GetName() {
-				core.bindings = append(core.bindings, pb)
-			}
-		}
-		if len(core.bindings) > 0 {
-			out = append(out, c)
-		}
+		core.bindings = bs
+		out = append(out, c)
 	}
 	return out
 }

@@ -81,7 +81,8 @@ func (s *Server) admitQuota(ctx context.Context, res *resource, obj, old storage
 	}
 	// A first judgement from the watch cache, without the lock: most writes match no quota.
 	// Only a refusal or a charge needs the current state (a refusal must not come from a
-	// usage the controller lowered a moment ago).
+	// usage the controller lowered a moment ago). The cache is read once it holds this
+	// server's own quota writes: a quota created a moment ago counts.
 	quotas, err := s.namespaceQuotas(ctx, ns, false)
 	if err != nil {
 		return err
@@ -167,14 +168,15 @@ func changed(before, after []corev1.ResourceQuota) bool {
 	return false
 }
 
-// namespaceQuotas reads the quotas of ns, ordered by name: from the watch cache as it is, or
-// (consistent) once it has caught up with etcd.
+// namespaceQuotas reads the quotas of ns, ordered by name: from the watch cache once it holds
+// this server's own quota writes, or (consistent) once it has caught up with etcd.
 func (s *Server) namespaceQuotas(ctx context.Context, ns string, consistent bool) ([]corev1.ResourceQuota, error) {
-	opts := storage.ListOptions{ResourceVersion: "0"}
+	store := s.resources[resourceQuotasGVR].store
+	opts := storage.ListOptions{ResourceVersion: store.WrittenRevision()}
 	if consistent {
 		opts.ResourceVersion = ""
 	}
-	list, err := s.resources[resourceQuotasGVR].store.List(ctx, ns, opts)
+	list, err := store.List(ctx, ns, opts)
 	if err != nil {
 		return nil, err
 	}

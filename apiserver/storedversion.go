@@ -24,6 +24,7 @@ type objectStore interface {
 	Delete(ctx context.Context, ns, name string, precondition func(storage.Object) error, claimsOf storage.ClaimsFunc, dryRun bool) (storage.Object, error)
 	List(ctx context.Context, ns string, opts storage.ListOptions) (runtime.Object, error)
 	Watch(ctx context.Context, ns string, opts storage.WatchOptions) (*storage.Watch, error)
+	WrittenRevision() string
 }
 
 // registryConverter converts a built-in resource's second version with its registry.Conversion,

@@ -45,6 +45,9 @@ func (v *Converted) Run(ctx context.Context) {}
 // WaitReady waits for the base store's watch cache.
 func (v *Converted) WaitReady(ctx context.Context) error { return v.base.WaitReady(ctx) }
 
+// WrittenRevision is the base store's: see Store.WrittenRevision.
+func (v *Converted) WrittenRevision() string { return v.base.WrittenRevision() }
+
 // served converts stored objects, giving those the converter left without a kind the served
 // one.
 func (v *Converted) served(ctx context.Context, stored []Object) ([]Object, error) {

@@ -105,6 +105,55 @@ func TestCreateUpdateDelete(t *testing.T) {
 	}
 }
 
+// A list at WrittenRevision sees the store's own writes, each kind of them, at once.
+func TestListAtWrittenRevision(t *testing.T) {
+	s := configMaps(t, storage.CacheOptions{})
+	ctx := context.Background()
+	if rv := s.WrittenRevision(); rv != "0" {
+		t.Fatalf("before any write: %q", rv)
+	}
+	listed := func() []string {
+		t.Helper()
+		list, err := s.List(ctx, "ns", storage.ListOptions{ResourceVersion: s.WrittenRevision()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, it := range list.(*corev1.ConfigMapList).Items {
+			out = append(out, it.Name+"="+it.Data["k"])
+		}
+		return out
+	}
+	for i := range 20 {
+		name := fmt.Sprint("c", i)
+		created, err := s.Create(ctx, cm(name), nil, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.WrittenRevision(); got != created.GetResourceVersion() {
+			t.Fatalf("after create: %s, want the object's %s", got, created.GetResourceVersion())
+		}
+		if got := listed(); len(got) != 1 || got[0] != name+"="+name {
+			t.Fatalf("after creating %s: %v", name, got)
+		}
+		if _, err := s.Update(ctx, "ns", name, func(cur storage.Object) (storage.Object, error) {
+			cur.(*corev1.ConfigMap).Data["k"] = "updated"
+			return cur, nil
+		}, nil, false); err != nil {
+			t.Fatal(err)
+		}
+		if got := listed(); len(got) != 1 || got[0] != name+"=updated" {
+			t.Fatalf("after updating %s: %v", name, got)
+		}
+		if _, err := s.Delete(ctx, "ns", name, nil, nil, false); err != nil {
+			t.Fatal(err)
+		}
+		if got := listed(); len(got) != 0 {
+			t.Fatalf("after deleting %s: %v", name, got)
+		}
+	}
+}
+
 func TestClaimsAreExclusive(t *testing.T) {
 	s := configMaps(t, storage.CacheOptions{})
 	ctx := context.Background()

@@ -567,3 +567,28 @@ func TestValidatingAdmissionPolicyTypeCheckingPasses(t *testing.T) {
 		})
 	}
 }
+
+// A policy and binding written through this apiserver judge the very next write, and a
+// deleted binding stops judging at once: admission reads its configurations from the watch
+// cache only once the cache holds the server's own writes of them.
+func TestAdmissionConfigurationsReadTheirOwnWrites(t *testing.T) {
+	f := newPolicyFixture(t)
+	f.install(t, vapPath, f.policy("own", validations(map[string]any{"expression": "false", "message": "refused"})))
+	binding := f.binding("own", "own", nil)
+	name := get(binding, "metadata", "name").(string)
+	t.Cleanup(func() { do(t, "DELETE", vapbPath+"/"+name, nil) })
+	for i := range 5 {
+		if r := do(t, "POST", vapbPath, binding); r.code != http.StatusCreated {
+			t.Fatalf("create binding: %d %s", r.code, r.body)
+		}
+		if r := do(t, "POST", f.cms, f.cm(fmt.Sprintf("refused-%d", i), nil, nil)); r.code != http.StatusUnprocessableEntity {
+			t.Errorf("round %d: a write right after the binding was created: %d %s", i, r.code, r.body)
+		}
+		if r := do(t, "DELETE", vapbPath+"/"+name, nil); r.code != http.StatusOK {
+			t.Fatalf("delete binding: %d %s", r.code, r.body)
+		}
+		if r := do(t, "POST", f.cms, f.cm(fmt.Sprintf("admitted-%d", i), nil, nil)); r.code != http.StatusCreated {
+			t.Errorf("round %d: a write right after the binding was deleted: %d %s", i, r.code, r.body)
+		}
+	}
+}

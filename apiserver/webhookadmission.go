@@ -52,9 +52,14 @@ func (p *prepared[T]) get(key string, build func() T, release func(T)) T {
 }
 
 // configurations lists the cached objects of a configuration resource, with a key that
-// changes whenever one of them does.
+// changes whenever one of them does. The cache is read once it holds this server's own writes
+// of them: a webhook or policy written through this server judges the very next write.
 func configurations[T storage.Object](s *Server, gvr schema.GroupVersionResource) ([]T, string) {
-	list, err := s.resources[gvr].store.List(context.Background(), "", storage.ListOptions{ResourceVersion: "0"})
+	store := s.resources[gvr].store
+	list, err := store.List(context.Background(), "", storage.ListOptions{ResourceVersion: store.WrittenRevision()})
+	if err != nil { // the cache did not catch up in time: judge by what it holds
+		list, err = store.List(context.Background(), "", storage.ListOptions{ResourceVersion: "0"})
+	}
 	if err != nil {
 		return nil, ""
 	}

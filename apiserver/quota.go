@@ -30,25 +30,24 @@ var resourceQuotasGVR = schema.GroupVersionResource{Version: "v1", Resource: "re
 // other writers (the controller, other apiservers); this server's own charges queue on a lock.
 const quotaWriteAttempts = 5
 
-// admitValidated runs validating admission on obj (old is the stored object on update, nil on
-// create); dry judges without charging anything.
-func (s *Server) admitValidated(ctx context.Context, res *resource, obj, old storage.Object, subresource string, dry bool) error {
-	if subresource == "" && res.info.GroupVersion.Group == "" {
-		if err := registry.CheckLimitRanges(ctx, s.objects(), obj, old); err != nil {
-			return err
-		}
+// checkLimitRanges is LimitRanger's validation of obj (old is the stored object on update,
+// nil on create). Kubernetes runs it among the built-in validating admission, before the
+// validating admission policies and webhooks.
+func (s *Server) checkLimitRanges(ctx context.Context, res *resource, obj, old storage.Object, subresource string) error {
+	if subresource != "" || res.info.GroupVersion.Group != "" {
+		return nil
 	}
-	return s.admitQuota(ctx, res, obj, old, subresource, dry)
+	return registry.CheckLimitRanges(ctx, s.objects(), obj, old)
 }
 
-// admittedUpdate wraps an update step with validating admission of its result against the
-// stored object it replaces, for the resources whose updates admission judges. The store runs
+// admittedUpdate wraps an update step with quota admission of its result against the stored
+// object it replaces, for the resources whose updates quota charges. The store runs
 // the step again when the object changed before its write landed; a charge made by a step whose
 // write then lost stays counted until the controller recounts (as in Kubernetes, where quota
 // admission runs inside the same retried update).
 func (s *Server) admittedUpdate(ctx context.Context, req request, tryUpdate storage.UpdateFunc, dry bool) storage.UpdateFunc {
 	gr := req.res.info.GroupResource()
-	if !quota.UpdatesCharged(gr) && gr != (schema.GroupResource{Resource: "persistentvolumeclaims"}) {
+	if !quota.UpdatesCharged(gr) {
 		return tryUpdate
 	}
 	return func(cur storage.Object) (storage.Object, error) {
@@ -57,7 +56,7 @@ func (s *Server) admittedUpdate(ctx context.Context, req request, tryUpdate stor
 		if err != nil {
 			return nil, err
 		}
-		if err := s.admitValidated(ctx, req.res, obj, cur, req.subresource, dry); err != nil {
+		if err := s.admitQuota(ctx, req.res, obj, cur, req.subresource, dry); err != nil {
 			return nil, err
 		}
 		return obj, nil

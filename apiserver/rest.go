@@ -303,12 +303,17 @@ func (s *Server) createChecked(ctx context.Context, req request, obj storage.Obj
 // are retried from the client's object. The write is recorded in managedFields as req's writer's.
 func (s *Server) createPrepared(ctx context.Context, req request, original storage.Object, dry bool) (storage.Object, error) {
 	res := req.res
-	// Mutating policies and webhooks see the object defaulted, as kube-apiserver decodes it, and before
-	// its name is generated; what they return is prepared again below.
+	// Admission in kube-apiserver's order: the built-in mutating plugins (LimitRange defaults,
+	// priority, default classes, protection finalizers), then the mutating policies and webhooks.
+	// Both see the object defaulted, as kube-apiserver decodes it, and before its name is
+	// generated; what they return is prepared again below.
+	original = original.DeepCopyObject().(storage.Object)
+	res.strategy.PrepareCreate(original)
+	if err := res.strategy.AdmitFor(ctx, s.objects(), original, nil, ""); err != nil {
+		return nil, err
+	}
 	if m := s.mutatorsFor(req); !m.empty() {
-		probe := original.DeepCopyObject().(storage.Object)
-		res.strategy.PrepareCreate(probe)
-		mutated, changed, err := s.mutateAdmission(ctx, req, m, admissionv1.Create, probe, nil, dry)
+		mutated, changed, err := s.mutateAdmission(ctx, req, m, admissionv1.Create, original.DeepCopyObject().(storage.Object), nil, dry)
 		if err != nil {
 			return nil, err
 		}
@@ -330,22 +335,23 @@ func (s *Server) createPrepared(ctx context.Context, req request, original stora
 		obj.SetSelfLink("")
 		res.strategy.PrepareCreate(obj)
 		obj = recordUpdate(req, nil, obj)
-		if err := res.strategy.AdmitFor(ctx, s.objects(), obj, nil, ""); err != nil {
-			return nil, err
-		}
 		errs := res.strategy.AllocateFor(ctx, res.store, obj, nil)
 		errs = append(errs, res.strategy.ValidateObject(obj, nil)...)
 		errs = append(errs, admissionCELErrors(obj)...)
 		if len(errs) > 0 {
 			return nil, apierrors.NewInvalid(res.info.GVK().GroupKind(), obj.GetName(), errs)
 		}
-		// Validating admission (LimitRanges, quota) judges the first attempt only: a retry
-		// differs in its name or allocated values, not in what it uses, and is not charged twice.
+		// Validating admission judges the first attempt only: a retry differs in its name or
+		// allocated values, not in what it uses, and is not charged twice. Kubernetes' order:
+		// LimitRanger, the validating policies and webhooks, ResourceQuota.
 		if !admitted {
+			if err := s.checkLimitRanges(ctx, res, obj, nil, ""); err != nil {
+				return nil, err
+			}
 			if err := s.validateAdmission(ctx, req, admissionv1.Create, obj, nil, dry); err != nil {
 				return nil, err
 			}
-			if err := s.admitValidated(ctx, res, obj, nil, "", dry); err != nil {
+			if err := s.admitQuota(ctx, res, obj, nil, "", dry); err != nil {
 				return nil, err
 			}
 			admitted = true
@@ -435,6 +441,9 @@ func (s *Server) updateFunc(ctx context.Context, req request, newObj func(cur st
 		}
 		if len(errs) > 0 {
 			return nil, apierrors.NewInvalid(res.info.GVK().GroupKind(), req.name, errs)
+		}
+		if err := s.checkLimitRanges(ctx, res, obj, cur, req.subresource); err != nil {
+			return nil, err
 		}
 		if err := s.validateAdmission(ctx, req, admissionv1.Update, obj, cur, dry); err != nil {
 			return nil, err

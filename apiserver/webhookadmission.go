@@ -20,10 +20,11 @@ import (
 )
 
 // Admission webhooks run where kube-apiserver runs them: the mutating ones after the built-in
-// mutating admission (service accounts, LimitRange defaults, priority), the validating ones
-// after the object's validation and before ResourceQuota. The configurations are read from
-// the watch cache on each write; their prepared webhooks (clients, compiled match conditions)
-// are kept until a configuration changes.
+// mutating admission (service accounts, LimitRange defaults, priority, default classes,
+// protection finalizers) and the mutating policies, the validating ones after the object's
+// validation, LimitRanger's checks and the validating policies, and before ResourceQuota. The
+// configurations are read from the watch cache on each write; their prepared webhooks
+// (clients, compiled match conditions) are kept until a configuration changes.
 
 var (
 	validatingWebhooksGVR = admissionregistrationv1.SchemeGroupVersion.WithResource("validatingwebhookconfigurations")

@@ -2,16 +2,23 @@ package apiserver_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -29,7 +36,12 @@ import (
 //   - /slow answers after two seconds;
 //   - /scale-mutate makes a Scale of 5 replicas one of 6; /scale-validate refuses more than 10;
 //   - /connect-mutate sends an exec of "hijack" to container "ghost" and makes a "sneak" a
-//     "forbidden"; /connect-validate refuses the command "forbidden" and port 22.
+//     "forbidden"; /connect-validate refuses the command "forbidden" and port 22;
+//   - /pod-inject adds a container "injected" without resources to pods labelled inject=yes;
+//     /pod-refuse refuses those pods;
+//   - /record admits everything (its requests are recorded, as every path's);
+//   - /garbage-text, /garbage-uid, /garbage-absent and /garbage-patch answer wrongly: not
+//     JSON, another uid, no response, a patch of an unknown operation.
 type admissionServer struct {
 	srv     *httptest.Server
 	mu      sync.Mutex
@@ -80,6 +92,10 @@ func (a *admissionServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := errors.Join(json.Unmarshal(body, &review), json.Unmarshal(body, &raw)); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if r.URL.Path == "/garbage-text" {
+		io.WriteString(w, "this is not an AdmissionReview")
 		return
 	}
 	a.mu.Lock()
@@ -154,6 +170,22 @@ func (a *admissionServer) serve(w http.ResponseWriter, r *http.Request) {
 		case "sneak":
 			patch(map[string]any{"op": "replace", "path": "/command/0", "value": "forbidden"})
 		}
+	case "/pod-inject":
+		if get(obj, "metadata", "labels", "inject") == "yes" {
+			patch(map[string]any{"op": "add", "path": "/spec/containers/-", "value": map[string]any{"name": "injected", "image": "kplane"}})
+		}
+	case "/pod-refuse":
+		if get(obj, "metadata", "labels", "inject") == "yes" {
+			resp["allowed"] = false
+			resp["status"] = map[string]any{"code": 403, "reason": "Forbidden", "message": "the webhook refuses it"}
+		}
+	case "/garbage-uid":
+		resp["uid"] = "not-the-request-uid"
+	case "/garbage-absent":
+		json.NewEncoder(w).Encode(map[string]any{"apiVersion": review.APIVersion, "kind": "AdmissionReview"})
+		return
+	case "/garbage-patch":
+		patch(map[string]any{"op": "frobnicate", "path": "/metadata/labels"})
 	case "/connect-validate":
 		ports, _ := get(obj, "ports").([]any)
 		if get(obj, "command", 0) == "forbidden" || slices.Contains(ports, any(22.0)) {
@@ -602,4 +634,193 @@ func TestAdmissionConnect(t *testing.T) {
 			t.Errorf("portforward review: %v", rv)
 		}
 	})
+}
+
+// Admission runs in kube-apiserver's order around the webhooks: the built-in mutating plugins
+// (here Priority and LimitRanger's defaults) before the mutating webhooks, so a webhook sees
+// their work and what it adds gets none of it; LimitRanger's validation, on the object as the
+// webhooks left it, before the validating webhooks.
+func TestAdmissionOrderAroundWebhooks(t *testing.T) {
+	a := newAdmissionServer(t)
+	ns := namespace(t)
+	labelForWebhooks(t, ns)
+	podRules := map[string]any{"rules": []any{map[string]any{"operations": []any{"CREATE"}, "apiGroups": []any{""}, "apiVersions": []any{"v1"}, "resources": []any{"pods"}}}}
+	class := "high-" + ns
+	if r := do(t, "POST", "/apis/scheduling.k8s.io/v1/priorityclasses", map[string]any{"metadata": map[string]any{"name": class}, "value": 1000}); r.code != http.StatusCreated {
+		t.Fatalf("create priority class: %d %s", r.code, r.body)
+	}
+	t.Cleanup(func() { do(t, "DELETE", "/apis/scheduling.k8s.io/v1/priorityclasses/"+class, nil) })
+	limits := map[string]any{"metadata": map[string]any{"name": "cpu"}, "spec": map[string]any{"limits": []any{map[string]any{
+		"type": "Container", "default": map[string]any{"cpu": "500m"}, "defaultRequest": map[string]any{"cpu": "250m"}, "max": map[string]any{"cpu": "1"}}}}}
+	if r := do(t, "POST", "/api/v1/namespaces/"+ns+"/limitranges", limits); r.code != http.StatusCreated {
+		t.Fatalf("create limit range: %d %s", r.code, r.body)
+	}
+	installAdmission(t, mwc, a.webhookConfig("MutatingWebhookConfiguration", "pod-inject", ns, "/pod-inject", podRules))
+	installAdmission(t, vwc, a.webhookConfig("ValidatingWebhookConfiguration", "pod-refuse", ns, "/pod-refuse", podRules))
+	pod := func(name string, labels map[string]any) map[string]any {
+		return map[string]any{"metadata": map[string]any{"name": name, "labels": labels},
+			"spec": map[string]any{"priorityClassName": class, "containers": []any{map[string]any{"name": "c", "image": "kplane"}}}}
+	}
+	pods := "/api/v1/namespaces/" + ns + "/pods"
+	seenBy := func(path, name string) map[string]any {
+		for _, rv := range a.received(path) {
+			if get(rv, "object", "metadata", "name") == name && get(rv, "namespace") == ns {
+				return rv
+			}
+		}
+		return nil
+	}
+
+	if r := do(t, "POST", pods, pod("plain", nil)); r.code != http.StatusCreated {
+		t.Fatalf("create pod: %d %s", r.code, r.body)
+	}
+	rv := seenBy("/pod-inject", "plain")
+	if rv == nil {
+		t.Fatal("the mutating webhook was not called")
+	}
+	if got := get(rv, "object", "spec", "priority"); got != 1000.0 {
+		t.Errorf("the mutating webhook saw priority %v, want 1000 (Priority admission runs first)", got)
+	}
+	if got := get(rv, "object", "spec", "containers", 0, "resources", "limits", "cpu"); got != "500m" {
+		t.Errorf("the mutating webhook saw cpu limit %v, want the LimitRange's default 500m", got)
+	}
+
+	// The injected container has no limit, which the LimitRange's max requires: LimitRanger
+	// refuses the pod before the validating webhook, which would refuse it too, is called.
+	r := do(t, "POST", pods, pod("inject", map[string]any{"inject": "yes"}))
+	msg, _ := get(r.object(t), "message").(string)
+	if r.code != http.StatusForbidden || !strings.Contains(msg, "maximum cpu usage per Container is 1.  No limit is specified") {
+		t.Errorf("a pod with an injected container without limits: %d %s", r.code, r.body)
+	}
+	if seenBy("/pod-inject", "inject") == nil {
+		t.Error("the mutating webhook was not called for the refused pod")
+	}
+	if seenBy("/pod-refuse", "inject") != nil {
+		t.Error("the validating webhook was called before LimitRanger's validation")
+	}
+}
+
+// Webhooks that answer wrongly fail the request per their failurePolicy, naming the webhook;
+// a mutating webhook's patch that cannot be applied fails it whatever the policy, as in
+// Kubernetes. Nothing is stored from a failed request.
+func TestAdmissionWebhookBadAnswers(t *testing.T) {
+	a := newAdmissionServer(t)
+	ns := namespace(t)
+	labelForWebhooks(t, ns)
+	cms := "/api/v1/namespaces/" + ns + "/configmaps"
+	n := 0
+	for _, tc := range []struct {
+		kind, path string
+		want       string
+		ignorable  bool
+	}{
+		{"ValidatingWebhookConfiguration", "/garbage-text", "failed calling webhook", true},
+		{"ValidatingWebhookConfiguration", "/garbage-uid", `received invalid webhook response: expected response.uid=`, true},
+		{"ValidatingWebhookConfiguration", "/garbage-absent", "received invalid webhook response: webhook response was absent", true},
+		{"ValidatingWebhookConfiguration", "/garbage-patch", "received invalid webhook response: validating webhook may not return response.patch", true},
+		{"MutatingWebhookConfiguration", "/garbage-uid", `received invalid webhook response: expected response.uid=`, true},
+		{"MutatingWebhookConfiguration", "/garbage-patch", `returned an invalid patch`, false},
+	} {
+		path := vwc
+		if tc.kind == "MutatingWebhookConfiguration" {
+			path = mwc
+		}
+		name := strings.ToLower(strings.TrimSuffix(tc.kind, "WebhookConfiguration")) + strings.TrimPrefix(tc.path, "/garbage")
+		t.Run(name, func(t *testing.T) {
+			for _, policy := range []string{"Fail", "Ignore"} {
+				n++
+				cm := fmt.Sprint("cm-", n)
+				cfg := a.webhookConfig(tc.kind, name+"-"+strings.ToLower(policy), ns, tc.path, map[string]any{"failurePolicy": policy})
+				cfgName := get(cfg, "metadata", "name").(string)
+				installAdmission(t, path, cfg)
+				r := do(t, "POST", cms, map[string]any{"metadata": map[string]any{"name": cm}})
+				if policy == "Ignore" && tc.ignorable {
+					if r.code != http.StatusCreated {
+						t.Errorf("%s: %d %s", policy, r.code, r.body)
+					}
+				} else {
+					msg, _ := get(r.object(t), "message").(string)
+					if r.code != http.StatusInternalServerError || !strings.Contains(msg, `"`+name+"-"+strings.ToLower(policy)+`.example.com"`) || !strings.Contains(msg, tc.want) {
+						t.Errorf("%s: got %d %s, want 500 naming the webhook and %q", policy, r.code, r.body, tc.want)
+					}
+					if r := do(t, "GET", cms+"/"+cm, nil); r.code != http.StatusNotFound {
+						t.Errorf("%s: the refused ConfigMap was stored: %d", policy, r.code)
+					}
+				}
+				do(t, "DELETE", path+"/"+cfgName, nil)
+			}
+		})
+	}
+}
+
+// A dry run reaches webhooks whose sideEffects allow it, marked dryRun, and stores nothing.
+func TestAdmissionWebhookDryRun(t *testing.T) {
+	a := newAdmissionServer(t)
+	ns := namespace(t)
+	labelForWebhooks(t, ns)
+	installAdmission(t, vwc, a.webhookConfig("ValidatingWebhookConfiguration", "dry-none", ns, "/record", nil))
+	installAdmission(t, mwc, a.webhookConfig("MutatingWebhookConfiguration", "dry-noneondryrun", ns, "/mutate-b", map[string]any{"sideEffects": "NoneOnDryRun"}))
+	cms := "/api/v1/namespaces/" + ns + "/configmaps"
+	r := do(t, "POST", cms+"?dryRun=All", map[string]any{"metadata": map[string]any{"name": "dry"}})
+	if r.code != http.StatusCreated || get(r.object(t), "metadata", "labels", "b") != "set" {
+		t.Fatalf("dry-run create: %d %s", r.code, r.body)
+	}
+	for _, path := range []string{"/record", "/mutate-b"} {
+		reviews := a.received(path)
+		if len(reviews) != 1 || get(reviews[0], "dryRun") != true || get(reviews[0], "name") != "dry" {
+			t.Errorf("%s received %v, want one dry-run request", path, reviews)
+		}
+	}
+	if r := do(t, "GET", cms+"/dry", nil); r.code != http.StatusNotFound {
+		t.Errorf("a dry run stored its object: %d", r.code)
+	}
+}
+
+// A webhook named by a Service reference is reached where the Service points (here an
+// ExternalName Service naming localhost), over TLS verified for <service>.<namespace>.svc,
+// the name a webhook server's certificate carries in a cluster.
+func TestAdmissionWebhookServiceReference(t *testing.T) {
+	a := &admissionServer{calls: map[string]int{}, reviews: map[string][]map[string]any{}}
+	ns := namespace(t)
+	labelForWebhooks(t, ns)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), DNSNames: []string{"hooks." + ns + ".svc"}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.srv = httptest.NewUnstartedServer(http.HandlerFunc(a.serve))
+	a.srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+	a.srv.StartTLS()
+	t.Cleanup(a.srv.Close)
+	port, err := strconv.Atoi(a.srv.URL[strings.LastIndex(a.srv.URL, ":")+1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := map[string]any{"metadata": map[string]any{"name": "hooks"}, "spec": map[string]any{"type": "ExternalName", "externalName": "localhost"}}
+	if r := do(t, "POST", "/api/v1/namespaces/"+ns+"/services", svc); r.code != http.StatusCreated {
+		t.Fatalf("create service: %d %s", r.code, r.body)
+	}
+	cfg := a.webhookConfig("ValidatingWebhookConfiguration", "by-service", ns, "/validate", nil)
+	hook := get(cfg, "webhooks", 0).(map[string]any)
+	hook["clientConfig"] = map[string]any{
+		"service":  map[string]any{"namespace": ns, "name": "hooks", "path": "/validate", "port": port},
+		"caBundle": base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
+	}
+	installAdmission(t, vwc, cfg)
+	cms := "/api/v1/namespaces/" + ns + "/configmaps"
+	r := do(t, "POST", cms, map[string]any{"metadata": map[string]any{"name": "refused"}, "data": map[string]any{"forbidden": "x"}})
+	if msg, _ := get(r.object(t), "message").(string); r.code != http.StatusForbidden || !strings.Contains(msg, "no forbidden keys") {
+		t.Errorf("refused through the Service: %d %s", r.code, r.body)
+	}
+	if r := do(t, "POST", cms, map[string]any{"metadata": map[string]any{"name": "admitted"}}); r.code != http.StatusCreated {
+		t.Errorf("admitted through the Service: %d %s", r.code, r.body)
+	}
+	if got := a.count("/validate"); got != 2 {
+		t.Errorf("the webhook was called %d times, want 2", got)
+	}
 }

@@ -2,17 +2,7 @@ package testenv_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
-	"fmt"
-	"math/big"
-	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -43,12 +33,9 @@ import (
 func TestControllerRuntimeManager(t *testing.T) {
 	t.Parallel()
 	log.SetLogger(logr.Discard())
-	// The manager's webhook server listens on a port and certificate chosen before testenv
-	// starts, so that the webhook configuration is installed with the CRD.
-	certDir, caPEM := webhookCert(t)
-	port := freePort(t)
-	env := testenv.Start(t, testenv.WithCRDObjects(guestbook.CRD()),
-		testenv.WithValidatingWebhooks(guestbookWebhook(fmt.Sprintf("https://127.0.0.1:%d/validate-webapp-example-com-v1-guestbook", port), caPEM)))
+	// The webhook configuration names a Service, as kubebuilder generates it; testenv points
+	// it at env.WebhookServer, where the manager's webhook server then listens.
+	env := testenv.Start(t, testenv.WithCRDObjects(guestbook.CRD()), testenv.WithValidatingWebhooks(guestbookWebhook()))
 	sch := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, guestbook.AddToScheme} {
 		if err := add(sch); err != nil {
@@ -59,7 +46,7 @@ func TestControllerRuntimeManager(t *testing.T) {
 	// more than once (-count).
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: sch, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Controller:    config.Controller{SkipNameValidation: new(true)},
-		WebhookServer: webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: certDir})})
+		WebhookServer: webhook.NewServer(webhook.Options{Host: env.WebhookServer.Host, Port: env.WebhookServer.Port, CertDir: env.WebhookServer.CertDir})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,13 +120,15 @@ func checkReplicas(g *guestbook.Guestbook) error {
 }
 
 // guestbookWebhook registers the validator's path, as kubebuilder's generated manifest does.
-func guestbookWebhook(url string, caPEM []byte) *admissionregistrationv1.ValidatingWebhookConfiguration {
+func guestbookWebhook() *admissionregistrationv1.ValidatingWebhookConfiguration {
 	none, fail := admissionregistrationv1.SideEffectClassNone, admissionregistrationv1.Fail
+	path := "/validate-webapp-example-com-v1-guestbook"
 	return &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "guestbook-validation"},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name:         "vguestbook.example.com",
-			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caPEM},
+			Name: "vguestbook.example.com",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
+				Namespace: "system", Name: "webhook-service", Path: &path}},
 			Rules: []admissionregistrationv1.RuleWithOperations{{
 				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
 				Rule:       admissionregistrationv1.Rule{APIGroups: []string{"webapp.example.com"}, APIVersions: []string{"v1"}, Resources: []string{"guestbooks"}},
@@ -147,45 +136,4 @@ func guestbookWebhook(url string, caPEM []byte) *admissionregistrationv1.Validat
 			SideEffects: &none, FailurePolicy: &fail, AdmissionReviewVersions: []string{"v1"},
 		}},
 	}
-}
-
-// webhookCert writes a self-signed certificate for 127.0.0.1 where controller-runtime's
-// webhook server looks (tls.crt, tls.key) and returns the directory and the certificate.
-func webhookCert(t *testing.T) (string, []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), certPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return dir, certPEM
-}
-
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

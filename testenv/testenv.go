@@ -33,6 +33,9 @@ type Env struct {
 	// Dir is the instance's data dir (etcd's data, the kubeconfig, the node agent's pods),
 	// removed when the test ends.
 	Dir string
+	// WebhookServer is where the installed webhook configurations that name a Service expect
+	// the test's own webhook server (see WebhookServer).
+	WebhookServer WebhookServer
 
 	stopOnce  sync.Once
 	stop      func() error
@@ -118,6 +121,16 @@ func start(opts []Option, dir string) (env *Env, err error) {
 
 	env = &Env{Dir: dir}
 	env.Kubeconfig = filepath.Join(env.Dir, "kubeconfig")
+	if env.WebhookServer, err = newWebhookServer(filepath.Join(env.Dir, "webhook-certs")); err != nil {
+		return nil, err
+	}
+	for i, m := range manifests {
+		if m.meta.Kind == "ValidatingWebhookConfiguration" || m.meta.Kind == "MutatingWebhookConfiguration" {
+			if manifests[i], err = env.WebhookServer.pointAt(m); err != nil {
+				return nil, err
+			}
+		}
+	}
 	o := apiserver.DefaultOptions()
 	o.DataDir, o.WriteKubeconfig = filepath.Join(env.Dir, "data"), env.Kubeconfig
 	o.SecurePort, o.EtcdNoFsync, o.Profiling = 0, true, false

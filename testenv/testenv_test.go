@@ -1,10 +1,13 @@
 package testenv_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/kplane/kplane/internal/testserver"
 	"github.com/kplane/kplane/testenv"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -64,12 +68,29 @@ func TestCRDsFromDirectoryAndClientGo(t *testing.T) {
 	if _, err := dyn.Resource(schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gadgets"}).List(ctx, metav1.ListOptions{}); err != nil {
 		t.Errorf("list gadgets: %v", err)
 	}
+	// The webhook configurations, their Service references pointed at env.WebhookServer.
 	cs := kubernetes.NewForConfigOrDie(env.Config)
-	if _, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "validating-widgets", metav1.GetOptions{}); err != nil {
-		t.Errorf("validating webhook configuration: %v", err)
+	pointed := func(kind string, cc admissionregistrationv1.WebhookClientConfig, path string) {
+		t.Helper()
+		want := "https://" + env.WebhookServer.Addr() + path
+		if cc.Service != nil || cc.URL == nil || *cc.URL != want || !bytes.Equal(cc.CABundle, env.WebhookServer.CAData) {
+			t.Errorf("%s webhook client config %+v, want url %s and the server's CA", kind, cc, want)
+		}
 	}
-	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "mutating-widgets", metav1.GetOptions{}); err != nil {
+	if v, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "validating-widgets", metav1.GetOptions{}); err != nil {
+		t.Errorf("validating webhook configuration: %v", err)
+	} else {
+		pointed("validating", v.Webhooks[0].ClientConfig, "/validate-example-com-v1-widget")
+	}
+	if m, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "mutating-widgets", metav1.GetOptions{}); err != nil {
 		t.Errorf("mutating webhook configuration: %v", err)
+	} else {
+		pointed("mutating", m.Webhooks[0].ClientConfig, "/mutate-example-com-v1-widget")
+	}
+	for _, f := range []string{"tls.crt", "tls.key"} {
+		if _, err := os.Stat(filepath.Join(env.WebhookServer.CertDir, f)); err != nil {
+			t.Errorf("webhook server certificate: %v", err)
+		}
 	}
 }
 
@@ -261,6 +282,59 @@ func TestStopLeavesNothingBehind(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("data dir %s after the test: %v, want it removed", dir, err)
 	}
+	checkGoroutines(t, before)
+}
+
+// New and Stop, with every role and a pod running: Stop ends the pod's process and every
+// goroutine, and removes the data dir (New's own, not a test's).
+func TestNewAndStopLeaveNothingBehind(t *testing.T) {
+	before := runtime.NumGoroutine()
+	env, err := testenv.New(testenv.WithControllers("*"), testenv.WithScheduler(), testenv.WithNode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := kubernetes.NewForConfigOrDie(env.Config)
+	ctx := context.Background()
+	marker := fmt.Sprint("testenv-stop-", os.Getpid(), "-", time.Now().UnixNano())
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "sleeper"}, Spec: corev1.PodSpec{AutomountServiceAccountToken: new(false),
+		Containers: []corev1.Container{{Name: "c", Image: "busybox", Command: []string{"/bin/sh", "-c", "sleep 60; : " + marker}}}}}
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testserver.Eventually(t, "the pod running", 15*time.Second, func() bool {
+		p, err := cs.CoreV1().Pods("default").Get(ctx, "sleeper", metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning
+	})
+	if !processRuns(marker) {
+		t.Fatal("the pod's process is not found")
+	}
+	if err := env.Stop(); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+	if _, err := os.Stat(env.Dir); !os.IsNotExist(err) {
+		t.Errorf("data dir %s after Stop: %v, want it removed", env.Dir, err)
+	}
+	if processRuns(marker) {
+		t.Error("the pod's process outlived Stop")
+	}
+	http.DefaultClient.CloseIdleConnections()
+	checkGoroutines(t, before)
+}
+
+// processRuns reports whether a process of this machine has marker in its command line.
+func processRuns(marker string) bool {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), marker) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkGoroutines waits (10 s at most) until no more goroutines run than before.
+func checkGoroutines(t *testing.T, before int) {
+	t.Helper()
 	var now int
 	deadline := time.Now().Add(10 * time.Second)
 	for now = runtime.NumGoroutine(); now > before && time.Now().Before(deadline); now = runtime.NumGoroutine() {
@@ -268,7 +342,7 @@ func TestStopLeavesNothingBehind(t *testing.T) {
 	}
 	if now > before {
 		buf := make([]byte, 1<<20)
-		t.Errorf("%d goroutines before Start, %d after the test ended:\n%s", before, now, buf[:runtime.Stack(buf, true)])
+		t.Errorf("%d goroutines before Start, %d after the Env stopped:\n%s", before, now, buf[:runtime.Stack(buf, true)])
 	}
 }
 

@@ -129,6 +129,41 @@ func gizmoCRD() *apiextensionsv1.CustomResourceDefinition {
 	}
 }
 
+// WithControllers runs the controllers it names, by their names or aliases, and no other:
+// the service-account controller gives a new namespace its default ServiceAccount, which the
+// default controllers never do.
+func TestWithControllers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		opts []testenv.Option
+		want bool
+	}{
+		{[]testenv.Option{testenv.WithControllers("serviceaccount-controller")}, true},
+		{nil, false},
+	} {
+		env := testenv.Start(t, tc.opts...)
+		cs := kubernetes.NewForConfigOrDie(env.Config)
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fresh"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		made := func() bool {
+			_, err := cs.CoreV1().ServiceAccounts("fresh").Get(ctx, "default", metav1.GetOptions{})
+			return err == nil
+		}
+		if tc.want {
+			testserver.Eventually(t, "the default ServiceAccount", 15*time.Second, made)
+			continue
+		}
+		// An absence shows only over time: half a second, several times what the
+		// service-account controller above takes.
+		time.Sleep(500 * time.Millisecond)
+		if made() {
+			t.Error("the default controllers made a ServiceAccount")
+		}
+	}
+}
+
 // The default controllers: a namespace's deletion completes, and an owned object goes with
 // its owner.
 func TestNamespaceDeletionAndGarbageCollection(t *testing.T) {

@@ -3,18 +3,14 @@ package apiserver
 import (
 	"bytes"
 	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -24,6 +20,7 @@ import (
 
 	"github.com/kplane/kplane/apiserver/authentication"
 	"github.com/kplane/kplane/apiserver/serviceaccount"
+	"github.com/kplane/kplane/internal/selfsigned"
 	"sigs.k8s.io/yaml"
 )
 
@@ -144,48 +141,29 @@ func namesAll(file string, serviceIP net.IP) bool {
 // (or, bound to every address, each of the host's), the host name, and what in-cluster clients
 // dial: the kubernetes service's ClusterIP and DNS names.
 func selfSign(certFile, keyFile, bind string, serviceIP net.IP) error {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: "kplane-apiserver"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().AddDate(10, 0, 0),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		DNSNames:              append([]string{"localhost"}, inClusterNames...),
-		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback, serviceIP},
-	}
+	dnsNames := append([]string{"localhost"}, inClusterNames...)
 	if host, err := os.Hostname(); err == nil {
-		tmpl.DNSNames = append(tmpl.DNSNames, host)
+		dnsNames = append(dnsNames, host)
 	}
+	ips := []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback, serviceIP}
 	if ip := net.ParseIP(bind); ip != nil && !ip.IsUnspecified() {
-		tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		ips = append(ips, ip)
 	} else if addrs, err := net.InterfaceAddrs(); err == nil {
 		// Bound to every address: the certificate names every address this host has.
 		for _, a := range addrs {
 			if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() {
-				tmpl.IPAddresses = append(tmpl.IPAddresses, n.IP)
+				ips = append(ips, n.IP)
 			}
 		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	certPEM, keyPEM, err := selfsigned.New("kplane-apiserver", dnsNames, ips, 10*365*24*time.Hour)
 	if err != nil {
 		return err
 	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
+	if err := writeFileAtomic(keyFile, keyPEM, 0o600); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		return err
-	}
-	return writeFileAtomic(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+	return writeFileAtomic(certFile, certPEM, 0o644)
 }
 
 // kubeconfigFor renders a kubeconfig for kubectl and client-go.

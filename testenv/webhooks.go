@@ -1,21 +1,17 @@
 package testenv
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/kplane/kplane/internal/selfsigned"
 )
 
 // WebhookServer is where the test's own admission webhooks are expected to serve: Start
@@ -52,35 +48,17 @@ func newWebhookServer(dir string) (WebhookServer, error) {
 	if err := l.Close(); err != nil {
 		return WebhookServer{}, err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return WebhookServer{}, err
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(now.UnixNano()),
-		NotBefore:    now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IsCA:        true, BasicConstraintsValid: true,
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-		DNSNames:    []string{"localhost"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return WebhookServer{}, err
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
+	certPEM, keyPEM, err := selfsigned.New("kplane-testenv-webhooks", []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, 24*time.Hour)
 	if err != nil {
 		return WebhookServer{}, err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return WebhookServer{}, err
 	}
-	ws := WebhookServer{Host: "127.0.0.1", Port: port, CertDir: dir, CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+	ws := WebhookServer{Host: "127.0.0.1", Port: port, CertDir: dir, CAData: certPEM}
 	return ws, errors.Join(
-		os.WriteFile(filepath.Join(dir, "tls.crt"), ws.CAData, 0o600),
-		os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
+		os.WriteFile(filepath.Join(dir, "tls.crt"), certPEM, 0o600),
+		os.WriteFile(filepath.Join(dir, "tls.key"), keyPEM, 0o600))
 }
 
 // pointAt rewrites the webhooks of a webhook configuration manifest that name a Service to

@@ -824,3 +824,30 @@ func TestAdmissionWebhookServiceReference(t *testing.T) {
 		t.Errorf("the webhook was called %d times, want 2", got)
 	}
 }
+
+// A Job changed by a mutating webhook, named by generateName, still gets the selector and
+// template labels of its own name and UID: they are generated once the Job has its identity,
+// after admission, as Kubernetes generates them.
+func TestAdmissionMutatedJobGetsItsSelector(t *testing.T) {
+	a := newAdmissionServer(t)
+	ns := namespace(t)
+	labelForWebhooks(t, ns)
+	installAdmission(t, mwc, a.webhookConfig("MutatingWebhookConfiguration", "job-label", ns, "/mutate-b", map[string]any{
+		"rules": []any{map[string]any{"operations": []any{"CREATE"}, "apiGroups": []any{"batch"}, "apiVersions": []any{"v1"}, "resources": []any{"jobs"}}}}))
+	job := map[string]any{"metadata": map[string]any{"generateName": "mutated-"}, "spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+		"restartPolicy": "Never", "containers": []any{map[string]any{"name": "c", "image": "kplane"}}}}}}
+	r := do(t, "POST", "/apis/batch/v1/namespaces/"+ns+"/jobs", job)
+	if r.code != http.StatusCreated {
+		t.Fatalf("create Job: %d %s", r.code, r.body)
+	}
+	got := r.object(t)
+	name, uid := get(got, "metadata", "name"), get(got, "metadata", "uid")
+	if get(got, "metadata", "labels", "b") != "set" {
+		t.Errorf("the webhook's label is missing: %v", get(got, "metadata", "labels"))
+	}
+	labels := get(got, "spec", "template", "metadata", "labels")
+	if get(labels, "batch.kubernetes.io/job-name") != name || get(labels, "batch.kubernetes.io/controller-uid") != uid ||
+		get(got, "spec", "selector", "matchLabels", "batch.kubernetes.io/controller-uid") != uid {
+		t.Errorf("name %v uid %v: template labels %v, selector %v", name, uid, labels, get(got, "spec", "selector"))
+	}
+}

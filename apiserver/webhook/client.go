@@ -2,9 +2,10 @@
 // webhook and the admission webhooks. A webhook is named by a URL or by a Service in the
 // cluster; it is called with a JSON review and answers with one, within a timeout.
 //
-// A Service reference is reached at its ClusterIP, as kube-apiserver's default resolver does
-// (the host's service proxy carries it), with TLS verified against the caBundle for the name
-// <service>.<namespace>.svc.
+// A Service reference is reached where the caller's ResolveService says (the apiserver's
+// resolves it as kube-apiserver's default resolver does: the ClusterIP, which the host's
+// service proxy carries, or an ExternalName's host), with TLS verified against the caBundle
+// for the name <service>.<namespace>.svc.
 package webhook
 
 import (

@@ -30,14 +30,17 @@ var resourceQuotasGVR = schema.GroupVersionResource{Version: "v1", Resource: "re
 // other writers (the controller, other apiservers); this server's own charges queue on a lock.
 const quotaWriteAttempts = 5
 
-// checkLimitRanges is LimitRanger's validation of obj (old is the stored object on update,
-// nil on create). Kubernetes runs it among the built-in validating admission, before the
-// validating admission policies and webhooks.
-func (s *Server) checkLimitRanges(ctx context.Context, res *resource, obj, old storage.Object, subresource string) error {
-	if subresource != "" || res.info.GroupVersion.Group != "" {
-		return nil
+// validateBuiltinAdmission runs Kubernetes' built-in validating admission plugins on obj (old
+// is the stored object on update, nil on create): LimitRanger's bounds, then the resource's
+// own (a PriorityClass's single default, a claim's expansion). They run before the validating
+// admission policies and webhooks; ResourceQuota, the last plugin, is admitQuota.
+func (s *Server) validateBuiltinAdmission(ctx context.Context, res *resource, obj, old storage.Object, subresource string) error {
+	if subresource == "" && res.info.GroupVersion.Group == "" {
+		if err := registry.CheckLimitRanges(ctx, s.objects(), obj, old); err != nil {
+			return err
+		}
 	}
-	return registry.CheckLimitRanges(ctx, s.objects(), obj, old)
+	return res.strategy.ValidateAdmissionFor(ctx, s.objects(), obj, old, subresource)
 }
 
 // admittedUpdate wraps an update step with quota admission of its result against the stored

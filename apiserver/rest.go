@@ -298,17 +298,23 @@ func (s *Server) createChecked(ctx context.Context, req request, obj storage.Obj
 	return s.createPrepared(ctx, req, obj, dry)
 }
 
-// createPrepared fills server-set metadata, defaults, allocates, validates and stores a new
-// object. Allocation races (two creates picking one ClusterIP) and generated-name collisions
-// are retried from the client's object. The write is recorded in managedFields as req's writer's.
+// createPrepared fills server-set metadata, defaults, admits, allocates, validates and stores
+// a new object. Allocation races (two creates picking one ClusterIP) and generated-name
+// collisions are retried from the admitted object. The client's fields are recorded in
+// managedFields as req's writer's before admission, as kube-apiserver records them: what
+// admission adds belongs to no one.
 func (s *Server) createPrepared(ctx context.Context, req request, original storage.Object, dry bool) (storage.Object, error) {
 	res := req.res
-	// Admission in kube-apiserver's order: the built-in mutating plugins (LimitRange defaults,
-	// priority, default classes, protection finalizers), then the mutating policies and webhooks.
-	// Both see the object defaulted, as kube-apiserver decodes it, and before its name is
-	// generated; what they return is prepared again below.
+	generated := original.GetName() == "" && original.GetGenerateName() != ""
+	// Admission in kube-apiserver's order: the built-in mutating plugins (default tolerations,
+	// priority, LimitRange defaults, default classes, protection finalizers), then the mutating
+	// policies and webhooks. They see the object defaulted, as kube-apiserver decodes it, and
+	// without the identity the server gives it below (name from generateName, UID); what they
+	// return is prepared again there.
 	original = original.DeepCopyObject().(storage.Object)
+	original.SetUID("")
 	res.strategy.PrepareCreate(original)
+	original = recordUpdate(req, nil, original)
 	if err := res.strategy.AdmitFor(ctx, s.objects(), original, nil, ""); err != nil {
 		return nil, err
 	}
@@ -321,7 +327,6 @@ func (s *Server) createPrepared(ctx context.Context, req request, original stora
 			original = mutated
 		}
 	}
-	generated := original.GetName() == "" && original.GetGenerateName() != ""
 	admitted := false
 	for attempt := 0; ; attempt++ {
 		obj := original.DeepCopyObject().(storage.Object)
@@ -334,7 +339,7 @@ func (s *Server) createPrepared(ctx context.Context, req request, original stora
 		obj.SetDeletionGracePeriodSeconds(nil)
 		obj.SetSelfLink("")
 		res.strategy.PrepareCreate(obj)
-		obj = recordUpdate(req, nil, obj)
+		res.strategy.PrepareCreateFromRequest(ctx, obj)
 		errs := res.strategy.AllocateFor(ctx, res.store, obj, nil)
 		errs = append(errs, res.strategy.ValidateObject(obj, nil)...)
 		errs = append(errs, admissionCELErrors(obj)...)
@@ -343,9 +348,9 @@ func (s *Server) createPrepared(ctx context.Context, req request, original stora
 		}
 		// Validating admission judges the first attempt only: a retry differs in its name or
 		// allocated values, not in what it uses, and is not charged twice. Kubernetes' order:
-		// LimitRanger, the validating policies and webhooks, ResourceQuota.
+		// the built-in validating plugins, the validating policies and webhooks, ResourceQuota.
 		if !admitted {
-			if err := s.checkLimitRanges(ctx, res, obj, nil, ""); err != nil {
+			if err := s.validateBuiltinAdmission(ctx, res, obj, nil, ""); err != nil {
 				return nil, err
 			}
 			if err := s.validateAdmission(ctx, req, admissionv1.Create, obj, nil, dry); err != nil {
@@ -442,7 +447,7 @@ func (s *Server) updateFunc(ctx context.Context, req request, newObj func(cur st
 		if len(errs) > 0 {
 			return nil, apierrors.NewInvalid(res.info.GVK().GroupKind(), req.name, errs)
 		}
-		if err := s.checkLimitRanges(ctx, res, obj, cur, req.subresource); err != nil {
+		if err := s.validateBuiltinAdmission(ctx, res, obj, cur, req.subresource); err != nil {
 			return nil, err
 		}
 		if err := s.validateAdmission(ctx, req, admissionv1.Update, obj, cur, dry); err != nil {

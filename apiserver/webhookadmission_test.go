@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
@@ -40,6 +41,7 @@ import (
 //   - /pod-inject adds a container "injected" without resources to pods labelled inject=yes;
 //     /pod-refuse refuses those pods;
 //   - /record admits everything (its requests are recorded, as every path's);
+//   - /overreach names another requester in a CSR and makes a PriorityClass the default;
 //   - /garbage-text, /garbage-uid, /garbage-absent and /garbage-patch answer wrongly: not
 //     JSON, another uid, no response, a patch of an unknown operation.
 type admissionServer struct {
@@ -178,6 +180,14 @@ func (a *admissionServer) serve(w http.ResponseWriter, r *http.Request) {
 		if get(obj, "metadata", "labels", "inject") == "yes" {
 			resp["allowed"] = false
 			resp["status"] = map[string]any{"code": 403, "reason": "Forbidden", "message": "the webhook refuses it"}
+		}
+	case "/overreach":
+		// What a webhook may not decide: a CSR's requester, a second default PriorityClass.
+		switch get(obj, "kind") {
+		case "CertificateSigningRequest":
+			patch(map[string]any{"op": "add", "path": "/spec/username", "value": "mallory"})
+		case "PriorityClass":
+			patch(map[string]any{"op": "add", "path": "/globalDefault", "value": true})
 		}
 	case "/garbage-uid":
 		resp["uid"] = "not-the-request-uid"
@@ -849,5 +859,82 @@ func TestAdmissionMutatedJobGetsItsSelector(t *testing.T) {
 	if get(labels, "batch.kubernetes.io/job-name") != name || get(labels, "batch.kubernetes.io/controller-uid") != uid ||
 		get(got, "spec", "selector", "matchLabels", "batch.kubernetes.io/controller-uid") != uid {
 		t.Errorf("name %v uid %v: template labels %v, selector %v", name, uid, labels, get(got, "spec", "selector"))
+	}
+}
+
+// What the server decides after the mutating webhooks stays the server's: a CSR's requester is
+// the request's user whatever a webhook wrote, and a webhook that makes a second PriorityClass
+// the global default is refused by the built-in validating admission, which runs after it.
+func TestAdmissionAfterWebhooksIsTheServers(t *testing.T) {
+	a := newAdmissionServer(t)
+	suffix := strings.ToLower(fmt.Sprint(time.Now().UnixNano()))
+	cfg := a.webhookConfig("MutatingWebhookConfiguration", "overreach", suffix, "/overreach", map[string]any{
+		"namespaceSelector": map[string]any{},
+		"objectSelector":    map[string]any{"matchLabels": map[string]any{"overreach": suffix}},
+		"rules": []any{
+			map[string]any{"operations": []any{"CREATE"}, "apiGroups": []any{"certificates.k8s.io"}, "apiVersions": []any{"v1"}, "resources": []any{"certificatesigningrequests"}},
+			map[string]any{"operations": []any{"CREATE"}, "apiGroups": []any{"scheduling.k8s.io"}, "apiVersions": []any{"v1"}, "resources": []any{"priorityclasses"}},
+		}})
+	installAdmission(t, mwc, cfg)
+	labels := map[string]any{"overreach": suffix}
+
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "alice"}}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csrs := "/apis/certificates.k8s.io/v1/certificatesigningrequests"
+	csr := map[string]any{"metadata": map[string]any{"name": "csr-" + suffix, "labels": labels}, "spec": map[string]any{
+		"request":    base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})),
+		"signerName": "kubernetes.io/kube-apiserver-client", "usages": []any{"client auth"}}}
+	r := do(t, "POST", csrs, csr)
+	if r.code != http.StatusCreated {
+		t.Fatalf("create CSR: %d %s", r.code, r.body)
+	}
+	t.Cleanup(func() { do(t, "DELETE", csrs+"/csr-"+suffix, nil) })
+	if a.count("/overreach") == 0 {
+		t.Fatal("the webhook was not called for the CSR")
+	}
+	if got := get(r.object(t), "spec", "username"); got == "mallory" {
+		t.Errorf("the webhook chose the CSR's requester: %v", got)
+	}
+
+	classes := "/apis/scheduling.k8s.io/v1/priorityclasses"
+	def := map[string]any{"metadata": map[string]any{"name": "default-" + suffix}, "value": 5, "globalDefault": true}
+	if r := do(t, "POST", classes, def); r.code != http.StatusCreated {
+		t.Fatalf("create the default class: %d %s", r.code, r.body)
+	}
+	t.Cleanup(func() { do(t, "DELETE", classes+"/default-"+suffix, nil) })
+	r = do(t, "POST", classes, map[string]any{"metadata": map[string]any{"name": "second-" + suffix, "labels": labels}, "value": 6})
+	if r.code == http.StatusCreated {
+		t.Cleanup(func() { do(t, "DELETE", classes+"/second-"+suffix, nil) })
+	}
+	if msg, _ := get(r.object(t), "message").(string); r.code != http.StatusForbidden || !strings.Contains(msg, "is already marked as default") {
+		t.Errorf("a second default made by a webhook: %d %s", r.code, r.body)
+	}
+}
+
+// The server gives a new object its identity: a LimitRange named by generateName gets a
+// generated name, and a Job sent with a uid gets the server's, its selector with it.
+func TestCreateIdentityIsTheServers(t *testing.T) {
+	ns := namespace(t)
+	r := do(t, "POST", "/api/v1/namespaces/"+ns+"/limitranges", map[string]any{"metadata": map[string]any{"generateName": "limits-"},
+		"spec": map[string]any{"limits": []any{map[string]any{"type": "Container", "max": map[string]any{"cpu": "2"}}}}})
+	if name, _ := get(r.object(t), "metadata", "name").(string); r.code != http.StatusCreated || !strings.HasPrefix(name, "limits-") {
+		t.Errorf("LimitRange by generateName: %d %s", r.code, r.body)
+	}
+	job := map[string]any{"metadata": map[string]any{"name": "with-uid", "uid": "11111111-2222-3333-4444-555555555555"}, "spec": map[string]any{
+		"template": map[string]any{"spec": map[string]any{"restartPolicy": "Never", "containers": []any{map[string]any{"name": "c", "image": "kplane"}}}}}}
+	r = do(t, "POST", "/apis/batch/v1/namespaces/"+ns+"/jobs", job)
+	if r.code != http.StatusCreated {
+		t.Fatalf("Job sent with a uid: %d %s", r.code, r.body)
+	}
+	got := r.object(t)
+	uid := get(got, "metadata", "uid")
+	if uid == "11111111-2222-3333-4444-555555555555" || get(got, "spec", "selector", "matchLabels", "batch.kubernetes.io/controller-uid") != uid {
+		t.Errorf("uid %v, selector %v", uid, get(got, "spec", "selector"))
 	}
 }

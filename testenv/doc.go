@@ -14,11 +14,11 @@
 // WithMutatingWebhooks exist. t.Cleanup stops the Env: every goroutine it started and every
 // pod process of its node agent has ended, and its data dir is removed when the test ends.
 //
-// Webhooks: the test serves its own admission webhooks at env.WebhookServer (a free loopback
-// port and a certificate in a directory, chosen by Start). Every installed webhook that names
-// a Service, as kubebuilder's config/webhook manifests do, is pointed there with that
-// certificate as its caBundle, as envtest's WebhookInstallOptions does; webhooks that name a
-// URL are installed as written.
+// Webhooks: the test serves its own webhooks at env.WebhookServer (a free loopback port and a
+// certificate in a directory, chosen by Start). Every installed webhook that names a Service,
+// admission webhooks as kubebuilder's config/webhook manifests do and CRD conversion webhooks,
+// is pointed there with that certificate as its caBundle, as envtest's WebhookInstallOptions
+// does; webhooks that name a URL are installed as written.
 //
 // New starts the same Env without a testing.TB (TestMain, a Ginkgo BeforeSuite); its caller
 // calls Stop.

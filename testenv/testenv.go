@@ -33,8 +33,8 @@ type Env struct {
 	// Dir is the instance's data dir (etcd's data, the kubeconfig, the node agent's pods),
 	// removed when the test ends.
 	Dir string
-	// WebhookServer is where the installed webhook configurations that name a Service expect
-	// the test's own webhook server (see WebhookServer).
+	// WebhookServer is where the installed webhooks (admission and CRD conversion) that name a
+	// Service expect the test's own webhook server (see WebhookServer).
 	WebhookServer WebhookServer
 
 	stopOnce  sync.Once
@@ -125,10 +125,8 @@ func start(opts []Option, dir string) (env *Env, err error) {
 		return nil, err
 	}
 	for i, m := range manifests {
-		if m.meta.Kind == "ValidatingWebhookConfiguration" || m.meta.Kind == "MutatingWebhookConfiguration" {
-			if manifests[i], err = env.WebhookServer.pointAt(m); err != nil {
-				return nil, err
-			}
+		if manifests[i], err = env.WebhookServer.pointAt(m); err != nil {
+			return nil, err
 		}
 	}
 	o := apiserver.DefaultOptions()

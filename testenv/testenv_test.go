@@ -3,6 +3,7 @@ package testenv_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"os"
@@ -31,7 +32,7 @@ var widgets = schema.GroupVersionResource{Group: "example.com", Version: "v1", R
 
 func TestCRDsFromDirectoryAndClientGo(t *testing.T) {
 	t.Parallel()
-	env := testenv.Start(t, testenv.WithCRDs("testdata/crds"), testenv.WithWebhookConfigs("testdata/webhooks"))
+	env := testenv.Start(t, testenv.WithCRDs("testdata/crds"), testenv.WithWebhookConfigs("testdata/webhooks"), testenv.WithCRDObjects(convertedCRD()))
 	ctx := context.Background()
 	dyn := dynamic.NewForConfigOrDie(env.Config)
 	// Start returned: the CRD is served at once, no retry needed.
@@ -86,6 +87,17 @@ func TestCRDsFromDirectoryAndClientGo(t *testing.T) {
 		t.Errorf("mutating webhook configuration: %v", err)
 	} else {
 		pointed("mutating", m.Webhooks[0].ClientConfig, "/mutate-example-com-v1-widget")
+	}
+	// A CRD's conversion webhook that names a Service is pointed there too.
+	crdsGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	if crd, err := dyn.Resource(crdsGVR).Get(ctx, "converts.conv.example.com", metav1.GetOptions{}); err != nil {
+		t.Errorf("CRD with a conversion webhook: %v", err)
+	} else {
+		cc, _, _ := unstructured.NestedMap(crd.Object, "spec", "conversion", "webhook", "clientConfig")
+		want := "https://" + env.WebhookServer.Addr() + "/convert"
+		if cc["service"] != nil || cc["url"] != want || cc["caBundle"] != base64.StdEncoding.EncodeToString(env.WebhookServer.CAData) {
+			t.Errorf("conversion webhook client config %v, want url %s and the server's CA", cc, want)
+		}
 	}
 	for _, f := range []string{"tls.crt", "tls.key"} {
 		if _, err := os.Stat(filepath.Join(env.WebhookServer.CertDir, f)); err != nil {
@@ -406,4 +418,26 @@ func TestSchedulerAndNode(t *testing.T) {
 		_, err := cs.CoreV1().Pods("default").Get(ctx, "sleeper", metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
+}
+
+// convertedCRD is a CRD of two versions converted by a webhook named by a Service, as
+// kubebuilder's webhook_in_<kind> patch names it.
+func convertedCRD() *apiextensionsv1.CustomResourceDefinition {
+	anything := &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: new(true)}}
+	path := "/convert"
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "converts.conv.example.com"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "conv.example.com", Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "converts", Singular: "convert", Kind: "Convert", ListKind: "ConvertList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{
+				{Name: "v1", Served: true, Storage: true, Schema: anything},
+				{Name: "v2", Served: true, Schema: anything},
+			},
+			Conversion: &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter, Webhook: &apiextensionsv1.WebhookConversion{
+				ClientConfig:             &apiextensionsv1.WebhookClientConfig{Service: &apiextensionsv1.ServiceReference{Namespace: "system", Name: "webhook-service", Path: &path}},
+				ConversionReviewVersions: []string{"v1"},
+			}},
+		},
+	}
 }

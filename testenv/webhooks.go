@@ -14,10 +14,11 @@ import (
 	"github.com/kplane/kplane/internal/selfsigned"
 )
 
-// WebhookServer is where the test's own admission webhooks are expected to serve: Start
-// points every webhook of the installed configurations that names a Service (as kubebuilder's
-// config/webhook manifests do) at https://Host:Port/<the Service's path>, trusting the
-// certificate in CertDir, as envtest's WebhookInstallOptions does. A controller-runtime
+// WebhookServer is where the test's own webhooks are expected to serve: Start points every
+// webhook it installs that names a Service (admission webhooks as kubebuilder's
+// config/webhook manifests name them, and CRDs' conversion webhooks) at
+// https://Host:Port/<the Service's path>, trusting the certificate in CertDir, as envtest's
+// WebhookInstallOptions does. A controller-runtime
 // manager serves there with
 //
 //	webhook.NewServer(webhook.Options{Host: env.WebhookServer.Host, Port: env.WebhookServer.Port, CertDir: env.WebhookServer.CertDir})
@@ -61,20 +62,29 @@ func newWebhookServer(dir string) (WebhookServer, error) {
 		os.WriteFile(filepath.Join(dir, "tls.key"), keyPEM, 0o600))
 }
 
-// pointAt rewrites the webhooks of a webhook configuration manifest that name a Service to
-// call ws instead. Other fields are kept as written, unknown ones included, so the server
-// judges the configuration as the user wrote it.
+// pointAt rewrites the webhooks of a manifest that name a Service to call ws instead: the
+// admission webhooks of a webhook configuration, the conversion webhook of a CRD. Other fields
+// are kept as written, unknown ones included, so the server judges the object as the user
+// wrote it.
 func (ws WebhookServer) pointAt(m manifest) (manifest, error) {
-	var cfg map[string]any
-	if err := json.Unmarshal(m.json, &cfg); err != nil {
+	var obj map[string]any
+	if err := json.Unmarshal(m.json, &obj); err != nil {
 		return m, fmt.Errorf("%s: %w", m.source, err)
 	}
-	hooks, _ := cfg["webhooks"].([]any)
+	var configs []map[string]any
+	switch m.meta.Kind {
+	case "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration":
+		hooks, _ := obj["webhooks"].([]any)
+		for _, h := range hooks {
+			hook, _ := h.(map[string]any)
+			configs = append(configs, field(hook, "clientConfig"))
+		}
+	case "CustomResourceDefinition":
+		configs = append(configs, field(field(field(field(obj, "spec"), "conversion"), "webhook"), "clientConfig"))
+	}
 	changed := false
-	for _, h := range hooks {
-		hook, _ := h.(map[string]any)
-		cc, _ := hook["clientConfig"].(map[string]any)
-		svc, _ := cc["service"].(map[string]any)
+	for _, cc := range configs {
+		svc := field(cc, "service")
 		if svc == nil {
 			continue
 		}
@@ -90,10 +100,16 @@ func (ws WebhookServer) pointAt(m manifest) (manifest, error) {
 	if !changed {
 		return m, nil
 	}
-	js, err := json.Marshal(cfg)
+	js, err := json.Marshal(obj)
 	if err != nil {
 		return m, fmt.Errorf("%s: %w", m.source, err)
 	}
 	m.json = js
 	return m, nil
+}
+
+// field is the object under key of m, nil if m is nil or holds none there.
+func field(m map[string]any, key string) map[string]any {
+	v, _ := m[key].(map[string]any)
+	return v
 }

@@ -244,6 +244,14 @@ func (r *Resource) AdmitFor(context.Context, registry.Objects, registry.Object, 
 	return nil
 }
 
+// ValidateAdmissionFor implements registry.Strategy: no built-in admission of its own.
+func (r *Resource) ValidateAdmissionFor(context.Context, registry.Objects, registry.Object, registry.Object, string) error {
+	return nil
+}
+
+// PrepareCreateFromRequest implements registry.Strategy: nothing comes from the request.
+func (r *Resource) PrepareCreateFromRequest(context.Context, registry.Object) {}
+
 // ValidateObject implements registry.Strategy: metadata, kind, the schema and its CEL rules.
 func (r *Resource) ValidateObject(o, oldo registry.Object) field.ErrorList {
 	errs, _ := r.ValidateUpdateWithWarnings(o, oldo)

@@ -37,14 +37,9 @@ var certificatesV1 = certificatesv1.SchemeGroupVersion
 var certificateSigningRequests = &Def[*certificatesv1.CertificateSigningRequest]{
 	Info: Info{GroupVersion: certificatesV1, Resource: "certificatesigningrequests", Singular: "certificatesigningrequest",
 		Kind: "CertificateSigningRequest", ShortNames: []string{"csr"}, Status: true, Approval: true},
-	NewList:        func() runtime.Object { return &certificatesv1.CertificateSigningRequestList{} },
-	NameValidation: path.ValidatePathSegmentName,
-	Admit: func(ctx context.Context, _ Objects, csr, old *certificatesv1.CertificateSigningRequest) error {
-		if old == nil {
-			recordRequester(ctx, csr)
-		}
-		return nil
-	},
+	NewList:           func() runtime.Object { return &certificatesv1.CertificateSigningRequestList{} },
+	NameValidation:    path.ValidatePathSegmentName,
+	CreateFromRequest: recordRequester,
 	// The spec is what was asked for, by whom: fixed once created.
 	KeepOnUpdate:    func(csr, old *certificatesv1.CertificateSigningRequest) { csr.Spec = old.Spec },
 	PrepareStatus:   prepareCSRStatus,

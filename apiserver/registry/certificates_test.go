@@ -104,9 +104,7 @@ func TestCSRRequester(t *testing.T) {
 	ctx := authentication.WithUser(context.Background(), authenticationv1.UserInfo{Username: "alice", UID: "1", Groups: []string{"devs"},
 		Extra: map[string]authenticationv1.ExtraValue{"scope": {"x"}}})
 	certificateSigningRequests.PrepareCreate(csr)
-	if err := certificateSigningRequests.AdmitFor(ctx, nil, csr, nil, ""); err != nil {
-		t.Fatal(err)
-	}
+	certificateSigningRequests.PrepareCreateFromRequest(ctx, csr)
 	s := csr.Spec
 	if s.Username != "alice" || s.UID != "1" || !slices.Equal(s.Groups, []string{"devs"}) || !slices.Equal(s.Extra["scope"], certificatesv1.ExtraValue{"x"}) {
 		t.Errorf("requester %q %q %q %v", s.Username, s.UID, s.Groups, s.Extra)

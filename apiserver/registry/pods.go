@@ -22,6 +22,9 @@ var pods = &Def[*corev1.Pod]{
 	Defaults: defaultPod,
 	Create:   admitPod,
 	Admit: func(ctx context.Context, objs Objects, p, old *corev1.Pod) error {
+		if old == nil {
+			addDefaultTolerations(p)
+		}
 		if err := admitPodPriority(ctx, objs, p, old); err != nil {
 			return err
 		}
@@ -83,15 +86,20 @@ func defaultPod(p *corev1.Pod) {
 	}
 }
 
-// admitPod does on create what Kubernetes' default admission plugins do (DefaultTolerationSeconds;
-// Priority, which reads PriorityClasses, is admitPodPriority; the ServiceAccount plugin, which reads the account, runs before, in
-// package serviceaccount, and the default here only serves objects made without it) and sets
-// the initial status.
+// admitPod prepares a new pod: its initial status, and the default service account (the
+// ServiceAccount admission plugin, which reads the account, runs before, in package
+// serviceaccount; the default here only serves objects made without it). The other admission
+// plugins are the pods' Admit: DefaultTolerationSeconds, Priority, LimitRanger.
 func admitPod(p *corev1.Pod) {
 	if p.Spec.ServiceAccountName == "" {
 		p.Spec.ServiceAccountName, p.Spec.DeprecatedServiceAccount = "default", "default"
 	}
-	// Pods ride out a short node outage before they are evicted.
+	p.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: qosClass(&p.Spec)}
+}
+
+// addDefaultTolerations is Kubernetes' DefaultTolerationSeconds admission: pods ride out a
+// short node outage (five minutes not ready or unreachable) before they are evicted.
+func addDefaultTolerations(p *corev1.Pod) {
 	for _, key := range []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable} {
 		tolerated := slices.ContainsFunc(p.Spec.Tolerations, func(t corev1.Toleration) bool {
 			return (t.Key == key || t.Key == "" && t.Operator == corev1.TolerationOpExists) &&
@@ -102,7 +110,6 @@ func admitPod(p *corev1.Pod) {
 				Effect: corev1.TaintEffectNoExecute, TolerationSeconds: new(int64(300))})
 		}
 	}
-	p.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: qosClass(&p.Spec)}
 }
 
 // qosClass classifies a pod by its cpu and memory requests and limits (requests already default to limits).

@@ -89,9 +89,16 @@ type Strategy interface {
 	PrepareUpdate(obj, old Object, subresource string)
 	// Allocate fills server-assigned values (ClusterIP, NodePorts); old is nil on create.
 	AllocateFor(ctx context.Context, h Hooks, obj, old Object) field.ErrorList
-	// AdmitFor runs the resource's admission on a write, after PrepareCreate or PrepareUpdate
-	// and before validation; old is nil on create. The error (403, usually) refuses the write.
+	// AdmitFor runs the resource's built-in mutating admission on a write, after PrepareCreate
+	// or PrepareUpdate and before the mutating admission policies and webhooks; old is nil on
+	// create. The error (403, usually) refuses the write.
 	AdmitFor(ctx context.Context, objs Objects, obj, old Object, subresource string) error
+	// ValidateAdmissionFor runs the resource's built-in validating admission on the object as
+	// validated, before the validating admission policies and webhooks; old is nil on create.
+	ValidateAdmissionFor(ctx context.Context, objs Objects, obj, old Object, subresource string) error
+	// PrepareCreateFromRequest sets what a new object takes from the request that creates it
+	// (its user), after admission, so that no admission plugin or webhook can change it.
+	PrepareCreateFromRequest(ctx context.Context, obj Object)
 	// Validate checks obj; old is nil on create.
 	ValidateObject(obj, old Object) field.ErrorList
 	// ValidateSubresourceWrite adds the checks of a write through subresource (not "") to
@@ -177,10 +184,17 @@ type Def[T Object] struct {
 	// Allocate fills server-assigned values; old is the zero T on create.
 	Allocate func(ctx context.Context, h Hooks, obj, old T, creating bool) field.ErrorList
 	Claims   func(T) []string
-	// Admit does what Kubernetes' admission plugins do to writes of the object itself (not of
-	// its subresources): fill in what depends on other objects, add finalizers, or refuse the
-	// write with an error; old is the zero T on create.
+	// Admit does what Kubernetes' mutating admission plugins do to writes of the object itself
+	// (not of its subresources): fill in what depends on other objects, add finalizers, or
+	// refuse the write with an error; old is the zero T on create. It runs before the
+	// mutating admission policies and webhooks, which see what it did.
 	Admit func(ctx context.Context, objs Objects, obj, old T) error
+	// AdmitValidate does what Kubernetes' validating admission plugins check of writes of the
+	// object itself, on the object as the webhooks left it; old is the zero T on create.
+	AdmitValidate func(ctx context.Context, objs Objects, obj, old T) error
+	// CreateFromRequest sets what a new object takes from its request (the CSR's requester),
+	// after admission, as Kubernetes' strategies do in PrepareForCreate.
+	CreateFromRequest func(ctx context.Context, obj T)
 	// PrepareStatus adjusts a write of the status subresource, after the stored spec is kept.
 	PrepareStatus func(obj, old T)
 	// PrepareApproval adjusts a write of the approval subresource, after the stored spec is kept.
@@ -295,6 +309,25 @@ func (d *Def[T]) AdmitFor(ctx context.Context, objs Objects, o, oldo Object, sub
 		old = oldo.(T)
 	}
 	return d.Admit(ctx, objs, o.(T), old)
+}
+
+// ValidateAdmissionFor implements Strategy.
+func (d *Def[T]) ValidateAdmissionFor(ctx context.Context, objs Objects, o, oldo Object, subresource string) error {
+	if d.AdmitValidate == nil || subresource != "" {
+		return nil
+	}
+	var old T
+	if oldo != nil {
+		old = oldo.(T)
+	}
+	return d.AdmitValidate(ctx, objs, o.(T), old)
+}
+
+// PrepareCreateFromRequest implements Strategy.
+func (d *Def[T]) PrepareCreateFromRequest(ctx context.Context, o Object) {
+	if d.CreateFromRequest != nil {
+		d.CreateFromRequest(ctx, o.(T))
+	}
 }
 
 // ValidateObject implements Strategy.

@@ -53,7 +53,6 @@ func TestPodDefaults(t *testing.T) {
 		{"enableServiceLinks", *s.EnableServiceLinks, true},
 		{"serviceAccountName", s.ServiceAccountName, "default"},
 		{"serviceAccount", s.DeprecatedServiceAccount, "default"},
-		{"tolerations", len(s.Tolerations), 2},
 		{"terminationMessagePath", c.TerminationMessagePath, "/dev/termination-log"},
 		{"terminationMessagePolicy", c.TerminationMessagePolicy, corev1.TerminationMessageReadFile},
 		{"imagePullPolicy", c.ImagePullPolicy, corev1.PullAlways},
@@ -71,6 +70,14 @@ func TestPodDefaults(t *testing.T) {
 	defaultPod(again)
 	if !apiequality.Semantic.DeepEqual(again, p) {
 		t.Errorf("defaults are not idempotent")
+	}
+	// DefaultTolerationSeconds is admission, not defaulting: webhooks run after it may
+	// remove what it adds.
+	if len(s.Tolerations) != 0 {
+		t.Errorf("tolerations %v before admission", s.Tolerations)
+	}
+	if err := pods.AdmitFor(context.Background(), storedObjects{}, p, nil, ""); err != nil || len(p.Spec.Tolerations) != 2 {
+		t.Errorf("tolerations after admission: %v (%v)", p.Spec.Tolerations, err)
 	}
 }
 

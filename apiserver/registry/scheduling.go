@@ -53,9 +53,9 @@ var priorityClasses = &Def[*schedulingv1.PriorityClass]{
 		}
 	},
 	// Kubernetes counts generation 1 for a class and never more: nothing in it may change that matters.
-	SpecChanged: func(_, _ *schedulingv1.PriorityClass) bool { return false },
-	Admit:       admitPriorityClass,
-	Validate:    validatePriorityClass,
+	SpecChanged:   func(_, _ *schedulingv1.PriorityClass) bool { return false },
+	AdmitValidate: admitPriorityClass,
+	Validate:      validatePriorityClass,
 	ValidateUpdate: func(pc, old *schedulingv1.PriorityClass) field.ErrorList {
 		var errs field.ErrorList
 		if pc.Value != old.Value {

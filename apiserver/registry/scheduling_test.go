@@ -62,12 +62,12 @@ func TestPriorityClassAdmission(t *testing.T) {
 	objs := storedObjects{priorityClassesResource: {def}}
 	other := newPriorityClass()
 	other.GlobalDefault = true
-	if err := priorityClasses.AdmitFor(context.Background(), objs, other, nil, ""); !apierrors.IsForbidden(err) ||
+	if err := priorityClasses.ValidateAdmissionFor(context.Background(), objs, other, nil, ""); !apierrors.IsForbidden(err) ||
 		!strings.Contains(err.Error(), "PriorityClass default-one is already marked as default") {
 		t.Errorf("second default: %v", err)
 	}
 	// The default itself may be written again.
-	if err := priorityClasses.AdmitFor(context.Background(), objs, def.DeepCopy(), def, ""); err != nil {
+	if err := priorityClasses.ValidateAdmissionFor(context.Background(), objs, def.DeepCopy(), def, ""); err != nil {
 		t.Errorf("rewriting the default: %v", err)
 	}
 }

@@ -77,6 +77,7 @@ var persistentVolumeClaims = &Def[*corev1.PersistentVolumeClaim]{
 	NewList:        func() runtime.Object { return &corev1.PersistentVolumeClaimList{} },
 	Defaults:       defaultPersistentVolumeClaim,
 	Admit:          admitPersistentVolumeClaim,
+	AdmitValidate:  checkClaimExpansion,
 	Validate:       validatePersistentVolumeClaim,
 	ValidateUpdate: validatePersistentVolumeClaimUpdate,
 	Fields:         func(c *corev1.PersistentVolumeClaim) fields.Set { return fields.Set{"name": c.Name} },
@@ -181,27 +182,33 @@ func defaultPersistentVolumeClaim(c *corev1.PersistentVolumeClaim) {
 }
 
 // admitPersistentVolumeClaim does what Kubernetes' DefaultStorageClass and
-// StorageObjectInUseProtection plugins do on create, and PersistentVolumeClaimResize on update.
+// StorageObjectInUseProtection plugins do to a new claim.
 func admitPersistentVolumeClaim(ctx context.Context, objs Objects, c, old *corev1.PersistentVolumeClaim) error {
-	forbidden := func(err error) error {
-		return apierrors.NewForbidden(schema.GroupResource{Resource: "persistentvolumeclaims"}, c.Name, err)
+	if old != nil {
+		return nil
 	}
+	addFinalizer(c, pv.PVCProtectionFinalizer)
+	if pv.ClaimHasClass(c) {
+		return nil
+	}
+	stored, err := objs.List(ctx, storageClassesResource)
+	if err != nil {
+		return claimForbidden(c, err)
+	}
+	classes := make([]*storagev1.StorageClass, 0, len(stored))
+	for _, o := range stored {
+		classes = append(classes, o.(*storagev1.StorageClass))
+	}
+	if def := pv.DefaultClass(classes); def != nil {
+		c.Spec.StorageClassName = new(def.Name)
+	}
+	return nil
+}
+
+// checkClaimExpansion is Kubernetes' PersistentVolumeClaimResize validation: a claim grows
+// only when it is bound and its class allows expansion.
+func checkClaimExpansion(ctx context.Context, objs Objects, c, old *corev1.PersistentVolumeClaim) error {
 	if old == nil {
-		addFinalizer(c, pv.PVCProtectionFinalizer)
-		if pv.ClaimHasClass(c) {
-			return nil
-		}
-		stored, err := objs.List(ctx, storageClassesResource)
-		if err != nil {
-			return forbidden(err)
-		}
-		classes := make([]*storagev1.StorageClass, 0, len(stored))
-		for _, o := range stored {
-			classes = append(classes, o.(*storagev1.StorageClass))
-		}
-		if def := pv.DefaultClass(classes); def != nil {
-			c.Spec.StorageClassName = new(def.Name)
-		}
 		return nil
 	}
 	size, oldSize := c.Spec.Resources.Requests[corev1.ResourceStorage], old.Spec.Resources.Requests[corev1.ResourceStorage]
@@ -209,7 +216,7 @@ func admitPersistentVolumeClaim(ctx context.Context, objs Objects, c, old *corev
 		return nil
 	}
 	if old.Status.Phase != corev1.ClaimBound {
-		return forbidden(message("Only bound persistent volume claims can be expanded"))
+		return claimForbidden(c, message("Only bound persistent volume claims can be expanded"))
 	}
 	class := pv.ClaimClass(c)
 	allowed := false
@@ -219,10 +226,14 @@ func admitPersistentVolumeClaim(ctx context.Context, objs Objects, c, old *corev
 		}
 	}
 	if !allowed {
-		return forbidden(message("only dynamically provisioned pvc can be resized and " +
+		return claimForbidden(c, message("only dynamically provisioned pvc can be resized and "+
 			"the storageclass that provisions the pvc must support resize"))
 	}
 	return nil
+}
+
+func claimForbidden(c *corev1.PersistentVolumeClaim, err error) error {
+	return apierrors.NewForbidden(schema.GroupResource{Resource: "persistentvolumeclaims"}, c.Name, err)
 }
 
 // message is an error that is only its text: Kubernetes' words, capital letters included.

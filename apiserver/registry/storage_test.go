@@ -381,7 +381,7 @@ func TestClaimAdmission(t *testing.T) {
 			before.Status.Phase = tc.phase
 			after := before.DeepCopy()
 			after.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("2Gi")
-			err := persistentVolumeClaims.AdmitFor(context.Background(), fakeObjects{plain, expandable}, after, before, "")
+			err := persistentVolumeClaims.ValidateAdmissionFor(context.Background(), fakeObjects{plain, expandable}, after, before, "")
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Fatal(err)

@@ -308,12 +308,11 @@ func (s *Server) createPrepared(ctx context.Context, req request, original stora
 	generated := original.GetName() == "" && original.GetGenerateName() != ""
 	// Admission in kube-apiserver's order: the built-in mutating plugins (default tolerations,
 	// priority, LimitRange defaults, default classes, protection finalizers), then the mutating
-	// policies and webhooks. They see the object defaulted, as kube-apiserver decodes it, and
-	// without the identity the server gives it below (name from generateName, UID); what they
-	// return is prepared again there.
+	// policies and webhooks. They see the object defaulted, as kube-apiserver decodes it; the
+	// server gives it its identity (name from generateName, UID) and prepares it (the Create
+	// step: initial status, a Job's selector) below, after them.
 	original = original.DeepCopyObject().(storage.Object)
-	original.SetUID("")
-	res.strategy.PrepareCreate(original)
+	res.strategy.PrepareForAdmission(original)
 	original = recordUpdate(req, nil, original)
 	if err := res.strategy.AdmitFor(ctx, s.objects(), original, nil, ""); err != nil {
 		return nil, err

@@ -54,10 +54,10 @@ func BenchmarkTestenvStart(b *testing.B) {
 }
 
 // BenchmarkTestenvParallel starts 20 instances at once (default controllers), each in its own
-// goroutine, and reports each Start's time to ready (p50, and p99, which of 20 is the second slowest), the
-// time until all are ready, the process's RSS with the 20 running
-// (the whole test binary: the figure to compare with 2 GB), and the Go heap in use per
-// instance (after a GC, less the heap before they started).
+// goroutine, and reports each Start's time to ready (p50, and p99, which of 20 is the second
+// slowest), the time until all are ready, the process's RSS with the 20 running (the whole
+// test binary: the figure to compare with 2 GB), and the Go heap in use per instance (after a
+// GC, less the heap before they started).
 func BenchmarkTestenvParallel(b *testing.B) {
 	const n = 20
 	var lat []time.Duration

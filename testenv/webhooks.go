@@ -18,8 +18,7 @@ import (
 // webhook it installs that names a Service (admission webhooks as kubebuilder's
 // config/webhook manifests name them, and CRDs' conversion webhooks) at
 // https://Host:Port/<the Service's path>, trusting the certificate in CertDir, as envtest's
-// WebhookInstallOptions does. A controller-runtime
-// manager serves there with
+// WebhookInstallOptions does. A controller-runtime manager serves there with
 //
 //	webhook.NewServer(webhook.Options{Host: env.WebhookServer.Host, Port: env.WebhookServer.Port, CertDir: env.WebhookServer.CertDir})
 //

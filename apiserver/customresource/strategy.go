@@ -190,6 +190,10 @@ func (r *Resource) PrepareCreate(o registry.Object) {
 	r.Default(u)
 }
 
+// PrepareForAdmission implements registry.Strategy: PrepareCreate, which has no step that
+// needs the object's identity.
+func (r *Resource) PrepareForAdmission(o registry.Object) { r.PrepareCreate(o) }
+
 // PrepareUpdate implements registry.Strategy: a write of the object keeps the stored status
 // (with a status subresource), a status write keeps everything but the status; generation
 // counts changes of anything but metadata and status.

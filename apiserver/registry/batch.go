@@ -128,11 +128,9 @@ func defaultJob(j *batchv1.Job) {
 
 // generateJobSelector labels a new Job's pod template with the Job's name and UID and selects
 // on the UID, so that its pods are its alone (unless spec.manualSelector is set). Labels the
-// user set are kept; validation refuses them if they do not match. A Job without its UID yet
-// (prepared for mutating admission, before the server gives it its identity) gets nothing:
-// Kubernetes too generates the selector after admission, when it validates the Job.
+// user set are kept; validation refuses them if they do not match.
 func generateJobSelector(j *batchv1.Job) {
-	if deref(j.Spec.ManualSelector) || j.UID == "" {
+	if deref(j.Spec.ManualSelector) {
 		return
 	}
 	t := &j.Spec.Template

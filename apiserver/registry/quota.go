@@ -87,7 +87,7 @@ var limitRanges = &Def[*corev1.LimitRange]{
 	},
 	Create: func(lr *corev1.LimitRange) {
 		// Kubernetes names a LimitRange created without a name.
-		if lr.Name == "" && lr.GenerateName == "" {
+		if lr.Name == "" {
 			lr.Name = string(uuid.NewUUID())
 		}
 	},

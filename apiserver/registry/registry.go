@@ -81,8 +81,12 @@ type Strategy interface {
 	Describe() *Info
 	NewObject() Object
 	NewListObject() runtime.Object
-	// PrepareCreate clears what a client may not set on create and applies defaults.
+	// PrepareCreate clears what a client may not set on create, applies defaults and prepares
+	// the new object (its Create step). The object has its name and UID.
 	PrepareCreate(obj Object)
+	// PrepareForAdmission is PrepareCreate without the Create step: the new object as the
+	// admission plugins and webhooks see it, before the server gives it its identity.
+	PrepareForAdmission(obj Object)
 	// PrepareUpdate keeps what the written part of the object may not change: a spec write keeps
 	// the stored status, a status write keeps the stored spec; generation bumps on spec change.
 	// subresource is "" for writes of the object itself, else "status", "scale", "finalize".
@@ -171,7 +175,8 @@ type Def[T Object] struct {
 	KeepStatusOnCreate bool
 	// Defaults fills defaults, on create and on update.
 	Defaults func(T)
-	// Create adjusts a new object after defaults (initial status, for example).
+	// Create adjusts a new object after defaults and admission, once it has its name and UID
+	// (initial status, for example), as Kubernetes' strategies do in PrepareForCreate.
 	Create func(T)
 	// KeepOnUpdate restores what a write of the object itself may not change (beyond status),
 	// such as a namespace's spec.finalizers, which only /finalize changes.
@@ -238,6 +243,14 @@ func (d *Def[T]) NewListObject() runtime.Object { return d.NewList() }
 
 // PrepareCreate implements Strategy.
 func (d *Def[T]) PrepareCreate(o Object) {
+	d.PrepareForAdmission(o)
+	if d.Create != nil {
+		d.Create(o.(T))
+	}
+}
+
+// PrepareForAdmission implements Strategy.
+func (d *Def[T]) PrepareForAdmission(o Object) {
 	obj := o.(T)
 	if d.Info.Status && !d.KeepStatusOnCreate {
 		resetField(obj, "Status")
@@ -247,9 +260,6 @@ func (d *Def[T]) PrepareCreate(o Object) {
 	}
 	if d.Defaults != nil {
 		d.Defaults(obj)
-	}
-	if d.Create != nil {
-		d.Create(obj)
 	}
 }
 
@@ -301,26 +311,25 @@ func (d *Def[T]) AllocateFor(ctx context.Context, h Hooks, o, oldo Object) field
 
 // AdmitFor implements Strategy.
 func (d *Def[T]) AdmitFor(ctx context.Context, objs Objects, o, oldo Object, subresource string) error {
-	if d.Admit == nil || subresource != "" {
-		return nil
-	}
-	var old T
-	if oldo != nil {
-		old = oldo.(T)
-	}
-	return d.Admit(ctx, objs, o.(T), old)
+	return admitWith(d.Admit, ctx, objs, o, oldo, subresource)
 }
 
 // ValidateAdmissionFor implements Strategy.
 func (d *Def[T]) ValidateAdmissionFor(ctx context.Context, objs Objects, o, oldo Object, subresource string) error {
-	if d.AdmitValidate == nil || subresource != "" {
+	return admitWith(d.AdmitValidate, ctx, objs, o, oldo, subresource)
+}
+
+// admitWith calls an admission hook (Admit, AdmitValidate) on a write of the object itself,
+// old as the zero T on create; writes of subresources are not its to judge.
+func admitWith[T Object](hook func(context.Context, Objects, T, T) error, ctx context.Context, objs Objects, o, oldo Object, subresource string) error {
+	if hook == nil || subresource != "" {
 		return nil
 	}
 	var old T
 	if oldo != nil {
 		old = oldo.(T)
 	}
-	return d.AdmitValidate(ctx, objs, o.(T), old)
+	return hook(ctx, objs, o.(T), old)
 }
 
 // PrepareCreateFromRequest implements Strategy.

@@ -71,20 +71,35 @@ func TestCountsResourceThatAppears(t *testing.T) {
 }
 
 // TestCountsCustomResource: a CRD defined while the controller runs is counted
-// (count/<resource>.<group>) from its next discovery on, without a restart.
+// (count/<resource>.<group>) from its next discovery on, without a restart: every quota that
+// names it is recounted then, those that have counted everything else already and those in
+// namespaces with none of its objects (0 used, which admission needs to charge against).
 func TestCountsCustomResource(t *testing.T) {
-	ctrl := start(t, 0)
+	// Discovery hides the resource until the test says, so that the quotas are counted
+	// without it first, whenever the controller's own first discovery runs.
+	widgets := schema.GroupVersionResource{Group: "quota.example.com", Version: "v1", Resource: "widgets"}
+	var served atomic.Bool
+	ctrl := startWith(t, 0, func(gvr schema.GroupVersionResource) bool { return gvr == widgets && !served.Load() })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	gvr := testserver.CustomResource(t, c, "quota.example.com", "widgets", "Widget")
+	if gvr := testserver.CustomResource(t, c, widgets.Group, widgets.Resource, "Widget"); gvr != widgets {
+		t.Fatalf("custom resource %s, want %s", gvr, widgets)
+	}
 	ns := testserver.Namespace(t, c, "quota-crd-")
 	for _, name := range []string{"a", "b"} {
-		testserver.CreateCustomObject(t, c, gvr, "Widget", ns, map[string]any{"metadata": map[string]any{"name": name}})
+		testserver.CreateCustomObject(t, c, widgets, "Widget", ns, map[string]any{"metadata": map[string]any{"name": name}})
 	}
-	createQuota(t, ns, "q", []string{"count/widgets.quota.example.com=5", "count/secrets=5"})
+	empty := testserver.Namespace(t, c, "quota-crd-empty-")
+	for _, n := range []string{ns, empty} {
+		createQuota(t, n, "q", []string{"count/widgets.quota.example.com=5", "count/secrets=5"})
+		waitUsed(t, n, "q", "count/secrets=0")
+	}
+
+	served.Store(true)
 	ctrl.rediscover(ctx) // what the periodic pass does
 	waitUsed(t, ns, "q", "count/widgets.quota.example.com=2", "count/secrets=0")
-	if err := client.Metadata(c, gvr).Namespace(ns).Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
+	waitUsed(t, empty, "q", "count/widgets.quota.example.com=0", "count/secrets=0")
+	if err := client.Metadata(c, widgets).Namespace(ns).Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitUsed(t, ns, "q", "count/widgets.quota.example.com=1", "count/secrets=0")

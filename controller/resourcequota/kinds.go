@@ -70,38 +70,55 @@ func countTyped[T cache.Object](c *Controller, f *cache.Factory, resource string
 // else one of the objects' metadata; resources no longer served stop being counted. It runs
 // before the first sync and then every discoveryPeriod, so a resource served later (a custom
 // resource) is counted from the next pass on, without a restart.
+//
+// Once the loop runs, the quotas that name a newly counted resource are queued when its
+// informer has synced (or after a discoveryPeriod, when the sync's error retries): the
+// objects there already were never charged by this server's admission, and a quota in a
+// namespace with none of them must show 0 used for admission to charge against.
 func (c *Controller) rediscover(ctx context.Context) {
 	served, err := controller.ServedResources(ctx, c.serverResources, func(r client.APIResource) bool { return r.Namespaced && !quota.Ignored(r.GroupResource()) }, countedVerbs...)
 	if err != nil {
 		slog.Warn("resource quota controller: discovery failed, counting the resources found before", "err", err)
 		return
 	}
-	c.count(served)
+	added := c.count(served)
 	c.informers.Start(ctx)
+	if len(added) == 0 {
+		return
+	}
+	synced := make([]func() bool, 0, len(added))
+	for _, reg := range added {
+		synced = append(synced, reg.HasSynced)
+	}
+	wait, cancel := context.WithTimeout(ctx, discoveryPeriod)
+	defer cancel()
+	if !cache.WaitForCacheSync(wait, synced...) && ctx.Err() != nil {
+		return
+	}
+	for _, q := range c.quotas.Lister().List(labels.Everything()) {
+		names := quota.Names(q.Spec.Hard)
+		for gr := range added {
+			if len(quota.For(gr).Matching(names)) > 0 {
+				c.loop.Queue.Add(cache.MetaNamespaceKey(q))
+				break
+			}
+		}
+	}
 }
 
-// count makes resources the set of counted resources (beside the typed ones).
-func (c *Controller) count(resources []client.APIResource) {
+// count makes resources the set of counted resources (beside the typed ones). Once the
+// loop runs, it returns the registrations of the resources it started counting.
+func (c *Controller) count(resources []client.APIResource) map[schema.GroupResource]cache.Registration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	added := map[schema.GroupResource]cache.Registration{}
 	c.counted.Sync(resources, func(r client.APIResource) (cache.Registration, bool) {
 		gr := r.GroupResource()
 		if c.typed[gr] {
 			return cache.Registration{}, false
 		}
 		inf := c.informers.ForResource(r.GroupVersionResource)
-		h := cache.Handler[cache.Object]{OnDelete: func(obj cache.Object, _ bool) { c.replenish(gr, obj.GetNamespace()) }}
-		if c.started {
-			// The objects there already were never charged by this server's admission (the
-			// resource was not served or not counted then): the quotas counting them must
-			// count them now.
-			h.OnAdd = func(obj cache.Object, initial bool) {
-				if initial {
-					c.replenish(gr, obj.GetNamespace())
-				}
-			}
-		}
-		reg := inf.AddObjectHandler(h, 0)
+		reg := inf.AddObjectHandler(cache.Handler[cache.Object]{OnDelete: func(obj cache.Object, _ bool) { c.replenish(gr, obj.GetNamespace()) }}, 0)
 		c.listers[gr] = func(ns string) ([]runtime.Object, error) {
 			if !reg.HasSynced() {
 				return nil, fmt.Errorf("%s not known yet", gr)
@@ -113,7 +130,9 @@ func (c *Controller) count(resources []client.APIResource) {
 			}
 			return out, nil
 		}
-		if !c.started {
+		if c.started {
+			added[gr] = reg
+		} else {
 			c.loop.Reads(reg.HasSynced)
 		}
 		return reg, true
@@ -121,6 +140,7 @@ func (c *Controller) count(resources []client.APIResource) {
 		c.uncount(gvr, reg)
 		slog.Info("resource quota controller: resource no longer served, not counting it", "resource", gvr)
 	})
+	return added
 }
 
 // uncount removes a counted resource's handler and lister.

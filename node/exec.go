@@ -47,6 +47,9 @@ func (r *containerRun) exec(ctx context.Context, argv []string, in io.Reader, ou
 		cmd.Env = termEnv(r.env)
 	}
 	defer st.close()
+	if st.terminal != nil && resize != nil {
+		resize = applyFirstTerminalSize(ctx, st.terminal, resize)
+	}
 	var proc *mountns.Process
 	err = r.sessions.startExec(func() (int, error) {
 		var err error

@@ -1,10 +1,12 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
@@ -47,6 +49,30 @@ func setTerminalSize(master *os.File, width, height uint16) error {
 	return control(master, func(fd int) error {
 		return unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, &unix.Winsize{Col: width, Row: height})
 	})
+}
+
+// firstSizeWait bounds how long an exec on a terminal waits for the client's first size.
+const firstSizeWait = time.Second
+
+// applyFirstTerminalSize waits for the first size the client sends and sets it on the
+// terminal whose master is master, so that the process starts on a terminal of the client's
+// size: kubectl sends its size as soon as the session opens, but a shell started before it
+// arrives reads 0x0 (stty size, the first screen of a full-screen program). A client that
+// asks for a terminal and sends no size starts after firstSizeWait. It returns the channel of
+// the sizes still to come (nil once the client has closed it).
+func applyFirstTerminalSize(ctx context.Context, master *os.File, resize <-chan remotecommand.TerminalSize) <-chan remotecommand.TerminalSize {
+	wait := time.NewTimer(firstSizeWait)
+	defer wait.Stop()
+	select {
+	case size, ok := <-resize:
+		if !ok {
+			return nil
+		}
+		_ = setTerminalSize(master, size.Width, size.Height)
+	case <-wait.C:
+	case <-ctx.Done():
+	}
+	return resize
 }
 
 // resizeTerminal applies the sizes a client sends to the terminal whose master is master,

@@ -36,8 +36,8 @@ const (
 // BenchmarkProxySync measures `kplane proxy` (as a process) on a kplane apiserver holding 10k
 // services with 100k endpoints: the first full sync (its duration, from the proxy's
 // kubeproxy_sync_full_proxy_rules_duration_seconds, and the wall time from exec until it is
-// done), the partial sync after one service's endpoints change (p50/max of 20 changes), and
-// the proxy's RSS, and its CPU time and sync count under a churn of 100 endpoint changes a
+// done), the partial sync after one service's endpoints are replaced and after one endpoint
+// of a service turns not ready (p50/max of 20 changes each), the proxy's RSS, and its CPU time and sync count under a churn of 100 endpoint changes a
 // second for 2 s (with the mean time from each change to the sync that programmed it). Mode
 // from KPLANE_BENCH_PROXY_MODE (default userspace: ClusterIPs from 127.64.0.0/16 are bound as
 // listeners, 10k of them); KPLANE_BENCH_PROXY_MIN_SYNC_PERIOD sets --min-sync-period (default
@@ -92,22 +92,37 @@ func runProxySync(b *testing.B, services int, mode, minSync string) {
 	full := waitMetric(b, metricsURL, "kubeproxy_sync_full_proxy_rules_duration_seconds", 1, logs.Name())
 	toProgrammed := time.Since(began)
 
-	var partials []time.Duration
-	for i := range proxyChanges {
-		cur, err := sliceAPI.Get(ctx, fmt.Sprint("svc-", i))
-		if err != nil {
-			b.Fatal(err)
+	// partialSyncs makes proxyChanges changes, one slice at a time (change returns the next
+	// state of service svc's slice), and returns the partial sync time each took, sorted.
+	partialSyncs := func(first int, change func(svc int, cur *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice) []time.Duration {
+		var took []time.Duration
+		for i := range proxyChanges {
+			cur, err := sliceAPI.Get(ctx, fmt.Sprint("svc-", first+i))
+			if err != nil {
+				b.Fatal(err)
+			}
+			next := change(first+i, cur)
+			next.ResourceVersion = cur.ResourceVersion
+			before := readMetric(b, metricsURL, "kubeproxy_sync_partial_proxy_rules_duration_seconds")
+			if _, err := sliceAPI.Update(ctx, next); err != nil {
+				b.Fatal(err)
+			}
+			after := waitMetric(b, metricsURL, "kubeproxy_sync_partial_proxy_rules_duration_seconds", before.count+1, logs.Name())
+			took = append(took, time.Duration((after.sum-before.sum)*float64(time.Second)))
 		}
-		next := proxyBenchSlice(i, i+1)
-		next.ResourceVersion = cur.ResourceVersion
-		before := readMetric(b, metricsURL, "kubeproxy_sync_partial_proxy_rules_duration_seconds")
-		if _, err := sliceAPI.Update(ctx, next); err != nil {
-			b.Fatal(err)
-		}
-		after := waitMetric(b, metricsURL, "kubeproxy_sync_partial_proxy_rules_duration_seconds", before.count+1, logs.Name())
-		partials = append(partials, time.Duration((after.sum-before.sum)*float64(time.Second)))
+		slices.Sort(took)
+		return took
 	}
-	slices.Sort(partials)
+	// One service's endpoints all replaced by others, as many.
+	partials := partialSyncs(0, func(svc int, _ *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+		return proxyBenchSlice(svc, svc+1)
+	})
+	// One endpoint of a service turns not ready: one endpoint fewer to pick from.
+	notReady := partialSyncs(proxyChanges+churnChanges, func(_ int, cur *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+		next := cur.DeepCopy()
+		next.Endpoints[0].Conditions.Ready = new(false)
+		return next
+	})
 
 	// The churn, against the same length of idle time just before it.
 	syncs := "kubeproxy_sync_partial_proxy_rules_duration_seconds"
@@ -144,6 +159,8 @@ func runProxySync(b *testing.B, services int, mode, minSync string) {
 	b.ReportMetric(toProgrammed.Seconds(), "start-to-programmed-s")
 	b.ReportMetric(float64(partials[len(partials)/2].Microseconds())/1000, "partial-sync-p50-ms")
 	b.ReportMetric(float64(partials[len(partials)-1].Microseconds())/1000, "partial-sync-max-ms")
+	b.ReportMetric(float64(notReady[len(notReady)/2].Microseconds())/1000, "not-ready-sync-p50-ms")
+	b.ReportMetric(float64(notReady[len(notReady)-1].Microseconds())/1000, "not-ready-sync-max-ms")
 	b.ReportMetric(rssMB(cmd.Process.Pid), "RSS-MB")
 	b.ReportMetric(float64(syncsAfter.count-syncsBefore.count), "churn-syncs")
 	b.ReportMetric(float64((churnCPU - idleCPU).Milliseconds()), "churn-cpu-ms")

@@ -46,6 +46,9 @@ func TestEndToEnd(t *testing.T) {
 	dns := spn("e2e", "dns", "", corev1.ProtocolUDP)
 	dnsIP := netip.MustParseAddrPort("10.96.0.53:53")
 	w.set(svcPort(dns, "10.96.0.53", 53), all(udpPort)...)
+	plain := spn("e2e", "plain", "", corev1.ProtocolTCP)
+	plainIP := netip.MustParseAddrPort("10.96.0.13:80")
+	w.set(svcPort(plain, "10.96.0.13", 80), all(whoPort)...)
 	sticky := spn("e2e", "sticky", "", corev1.ProtocolTCP)
 	w.set(svcPort(sticky, "10.96.0.11", 80, affinity(time.Hour)), all(whoPort)...)
 	empty := spn("e2e", "empty", "", corev1.ProtocolTCP)
@@ -186,6 +189,32 @@ func TestEndToEnd(t *testing.T) {
 		counts, _ := spread(t, webIP, 30)
 		if counts["b1"] > 0 || len(counts) != 2 {
 			t.Errorf("new connections per backend: %v, want b2 and b3 only", counts)
+		}
+	})
+
+	t.Run("endpoint turns not ready: an override rule at once, the maps after", func(t *testing.T) {
+		notReady := backendEP(0, whoPort)
+		notReady.Ready, notReady.Serving = false, false
+		w.set(svcPort(plain, "10.96.0.13", 80), notReady, backendEP(1, whoPort), backendEP(2, whoPort))
+		if err := p.Apply(context.Background(), w.state(false)); err != nil {
+			t.Fatal(err)
+		}
+		if p.overrides != 1 {
+			t.Fatalf("overrides %d: the change did not take the add-only path", p.overrides)
+		}
+		if counts, _ := spread(t, plainIP, 30); counts["b1"] > 0 || len(counts) != 2 {
+			t.Errorf("before the catch-up, new connections per backend: %v, want b2 and b3 only", counts)
+		}
+		p.catchUpMaps()
+		if counts, _ := spread(t, plainIP, 30); counts["b1"] > 0 || len(counts) != 2 {
+			t.Errorf("after the catch-up, new connections per backend: %v, want b2 and b3 only", counts)
+		}
+		w.set(svcPort(plain, "10.96.0.13", 80), all(whoPort)...)
+		if err := p.Apply(context.Background(), w.state(false)); err != nil {
+			t.Fatal(err)
+		}
+		if counts, _ := spread(t, plainIP, 30); len(counts) != 3 {
+			t.Errorf("ready again, new connections per backend: %v, want all three", counts)
 		}
 	})
 

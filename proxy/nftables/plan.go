@@ -302,7 +302,10 @@ func endpointValue(ep proxy.Endpoint) string {
 // for the packet's destination address and port; pick-nodeport-<proto>-<n> likewise by
 // destination port, in nodeport-endpoints-<proto>; external-[nodeport-]<proto>-<n> marks the
 // packet for masquerading first.
-func pickChainName(proto string, n int) string { return fmt.Sprintf("pick-%s-%d", proto, n) }
+func pickChainName(proto string, n int) string { return pickChainPrefix(proto) + strconv.Itoa(n) }
+
+// pickChainPrefix is what the names of proto's pick chains begin with.
+func pickChainPrefix(proto string) string { return "pick-" + proto + "-" }
 
 func pickNodePortChainName(proto string, n int) string {
 	return fmt.Sprintf("pick-nodeport-%s-%d", proto, n)

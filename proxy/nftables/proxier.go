@@ -23,12 +23,14 @@
 // transaction, keeping the affinity sets' contents; a partial sync sends only the elements
 // and chains of the changed service ports. Chains no longer used are flushed in the sync and
 // deleted in a second transaction. A partial sync that only changes which endpoints ClusterIP
-// ports pick (the common case: pods come and go, the count stays) deletes nothing: it inserts
-// one rule per port at the head of service-overrides, DNATing through an inline map to the
-// new endpoints and shadowing the maps, because a transaction that deletes anything waits for
-// an RCU grace period in the kernel (10-20 ms here, against ~1 ms of work). The maps catch up
-// and the overrides are flushed in a transaction of its own 100 ms later. After a sync, UDP conntrack entries DNATed to addresses
-// that no longer serve their service are deleted, through netlink.
+// ports pick, or how many (the common cases: pods replaced, an endpoint turning ready or not
+// ready), deletes nothing: it inserts one rule per port at the head of service-overrides,
+// DNATing through an inline map to the new endpoints and shadowing the maps, and adds the
+// shared pick chain the new count needs, because a transaction that deletes anything waits
+// for an RCU grace period in the kernel (10-20 ms here, against ~1 ms of work). The maps catch
+// up, the overrides are flushed and the shared chains no longer used are deleted in
+// transactions of their own 100 ms later. After a sync, UDP conntrack entries DNATed to
+// addresses that no longer serve their service are deleted, through netlink.
 package nftables
 
 import (
@@ -99,6 +101,9 @@ type Proxier struct {
 	elems      *elements
 	// stale chains: flushed, waiting to be deleted.
 	stale map[string]bool
+	// idleShared are shared chains no service port uses since an add-only sync: service-ips
+	// may still jump to them until the maps catch up, which flushes them.
+	idleShared map[string]bool
 	// needFull: the next sync is a full one (first, after a failure or a Cleanup, after
 	// the node's name or zone changed). recreated: the table was recreated since the
 	// last failure or Cleanup, so what it holds is known.
@@ -213,6 +218,7 @@ func newProxier(opts Options, nft knftables.Interface, ct conntracker) (*Proxier
 		sharedRefs: map[string]int{},
 		elems:      newElements(),
 		stale:      map[string]bool{},
+		idleShared: map[string]bool{},
 		needFull:   true,
 	}, nil
 }
@@ -250,6 +256,7 @@ func (p *Proxier) reset() {
 	p.counts = counts{}
 	p.elems = newElements()
 	p.stale = map[string]bool{}
+	p.idleShared = map[string]bool{}
 	p.needFull, p.recreated = true, false
 }
 
@@ -342,6 +349,7 @@ func (p *Proxier) syncAll(ctx context.Context, s proxy.State) (*staleFlows, erro
 			}
 		}
 		old = append(old, slices.Sorted(maps.Keys(p.sharedRefs))...)
+		old = append(old, slices.Sorted(maps.Keys(p.idleShared))...)
 		for _, name := range old {
 			if !wanted[name] {
 				tx.Flush(&knftables.Chain{Name: name})
@@ -407,6 +415,7 @@ func (p *Proxier) syncAll(ctx context.Context, s proxy.State) (*staleFlows, erro
 		}
 	}
 	p.records, p.sharedRefs, p.stale, p.recreated = plans, sharedRefs, stale, true
+	clear(p.idleShared)
 	p.counts = counts{}
 	for _, pl := range plans {
 		p.counts.add(pl.status, 1)
@@ -425,7 +434,12 @@ func (p *Proxier) syncChanged(ctx context.Context, s proxy.State) (*staleFlows, 
 		p.report(n, p.records[n], plans[n])
 	}
 
-	// Shared chains: created when first used, deleted when no longer used.
+	// A change that only changes which endpoints ClusterIP ports pick goes through
+	// override rules, and deletes nothing.
+	overrideRules, addOnly := p.overrideChanges(names, plans, s)
+
+	// Shared chains: created when first used, deleted when no longer used (after the maps
+	// caught up, for an add-only sync).
 	refs, shared := map[string]int{}, map[string]chain{}
 	for _, n := range names {
 		for _, c := range p.records[n].sharedOrNil() {
@@ -442,10 +456,14 @@ func (p *Proxier) syncChanged(ctx context.Context, s proxy.State) (*staleFlows, 
 	for _, name := range slices.Sorted(maps.Keys(refs)) {
 		before, after := p.sharedRefs[name], p.sharedRefs[name]+refs[name]
 		switch {
+		case before == 0 && after > 0 && p.idleShared[name]:
+			delete(p.idleShared, name) // its rules are still there
 		case before == 0 && after > 0:
 			addChain(tx, name)
 			delete(p.stale, name)
 			newShared = append(newShared, shared[name])
+		case before > 0 && after == 0 && addOnly:
+			p.idleShared[name] = true
 		case before > 0 && after == 0:
 			tx.Flush(&knftables.Chain{Name: name})
 			stale = append(stale, name)
@@ -479,15 +497,19 @@ func (p *Proxier) syncChanged(ctx context.Context, s proxy.State) (*staleFlows, 
 			addRules(tx, c.name, c.rules)
 		}
 	}
-	overrides := p.overrideChanges(tx, names, plans, s)
+	for _, r := range overrideRules {
+		tx.Insert(&knftables.Rule{Chain: overridesChain, Rule: r})
+	}
+	overrides := len(overrideRules)
 	for _, n := range names {
 		p.elems.set(n, p.records[n].elemsOrNil(), plans[n].elemsOrNil())
 	}
-	if overrides == 0 {
+	if !addOnly {
 		p.elems.diff(tx)
 		if p.overrides > 0 { // the maps are current again
 			tx.Flush(&knftables.Chain{Name: overridesChain})
 		}
+		stale = append(stale, p.flushIdleShared(tx)...)
 	}
 
 	if tx.NumOperations() > 0 {
@@ -520,9 +542,9 @@ func (p *Proxier) syncChanged(ctx context.Context, s proxy.State) (*staleFlows, 
 	for _, c := range stale {
 		p.stale[c] = true
 	}
-	if overrides == 0 {
+	if !addOnly {
 		p.stopCatchUp()
-	} else {
+	} else if overrides > 0 {
 		p.overrides += overrides
 		if p.catchUp == nil {
 			p.catchUp = time.AfterFunc(catchUpDelay, p.catchUpMaps)
@@ -536,46 +558,48 @@ func (p *Proxier) syncChanged(ctx context.Context, s proxy.State) (*staleFlows, 
 	return flows, nil
 }
 
-// overrideChanges adds to tx, for a partial sync that only changes which endpoints service
-// ports pick, one rule per service port at the head of overridesChain choosing among its
-// new endpoints, and returns how many; the map elements are then left as they are (their
-// replacement would delete). It adds nothing and returns 0 when any change needs more than
-// that: a change of frontends, of shared chains, of chains or sets of the port's own, of
-// reject or hairpin elements, or a port with NodePort or external IPs.
-func (p *Proxier) overrideChanges(tx *knftables.Transaction, names []proxy.ServicePortName, plans map[proxy.ServicePortName]*plan, s proxy.State) int {
+// overrideChanges returns, for a partial sync that only changes which endpoints (and how
+// many) service ports pick, one rule per changed service port to insert at the head of
+// overridesChain, choosing among its new endpoints; the map elements are then left as they
+// are (their replacement would delete), and so are shared chains no longer used. addOnly is
+// false when any change needs more than that: a change of frontends, of chains or sets of
+// the port's own, of reject or hairpin elements, a port with NodePort or external IPs, or
+// one left without endpoints.
+func (p *Proxier) overrideChanges(names []proxy.ServicePortName, plans map[proxy.ServicePortName]*plan, s proxy.State) (rules []string, addOnly bool) {
 	if p.overrides+len(names) > maxOverrides {
-		return 0
+		return nil, false
 	}
-	var rules []string
 	for _, n := range names {
 		old, pl, svc := p.records[n], plans[n], s.Services[n]
 		if old == nil || pl == nil || svc == nil || old.status.skipped != "" || pl.status.skipped != "" ||
 			len(old.chains) > 0 || len(pl.chains) > 0 || len(old.sets) > 0 || len(pl.sets) > 0 {
-			return 0
+			return nil, false
 		}
 		proto, _ := protocolName(svc.Protocol)
 		rule, ok := overrideRule(old, pl, endpointsMap(proto), svc.ClusterIP.Unmap().String(), proto, strconv.Itoa(svc.Port))
 		if !ok {
-			return 0
+			return nil, false
 		}
 		if rule != "" {
 			rules = append(rules, rule)
 		}
 	}
-	for _, r := range rules {
-		tx.Insert(&knftables.Rule{Chain: overridesChain, Rule: r})
-	}
-	return len(rules)
+	return rules, true
 }
 
 // overrideRule is the rule DNATing the ClusterIP and port to the new plan's endpoints, ""
 // when the endpoints did not change; ok is false unless the two plans differ only in the
-// endpoints listed for the ClusterIP and port in endpoints map em.
+// endpoints listed for the ClusterIP and port in endpoints map em and in the shared chain
+// service-ips sends the ClusterIP and port to (which follows their number).
 func overrideRule(old, pl *plan, em, clusterIP, proto, port string) (rule string, ok bool) {
 	prefix := clusterIP + " . " + port + " . "
+	frontend := clusterIP + " . " + proto + " . " + port
 	split := func(pl *plan) (other []elem, endpoints map[string]string, ok bool) {
 		endpoints = map[string]string{}
 		for _, el := range pl.elems {
+			if el.container == serviceIPsMap && el.key == frontend && strings.HasPrefix(el.value, "goto "+pickChainPrefix(proto)) {
+				continue // the override stands in for it
+			}
 			if el.container != em {
 				other = append(other, el)
 				continue
@@ -624,7 +648,15 @@ func (p *Proxier) catchUpMaps() {
 		tx := p.nft.NewTransaction()
 		p.elems.diff(tx)
 		tx.Flush(&knftables.Chain{Name: overridesChain})
-		return p.nft.Run(p.ctx, tx)
+		stale := p.flushIdleShared(tx)
+		if err := p.nft.Run(p.ctx, tx); err != nil {
+			return err
+		}
+		for _, c := range stale {
+			p.stale[c] = true
+		}
+		p.deleteStale(p.ctx)
+		return nil
 	})
 	if err != nil {
 		p.reset()
@@ -634,6 +666,18 @@ func (p *Proxier) catchUpMaps() {
 	}
 	p.log.Debug("nftables maps caught up", "overrides", p.overrides, "took", time.Since(start))
 	p.overrides = 0
+}
+
+// flushIdleShared adds to tx the flush of every shared chain left idle by add-only syncs
+// (the maps tx brings up to date jump to them no more) and returns their names, to delete
+// once tx has run.
+func (p *Proxier) flushIdleShared(tx *knftables.Transaction) []string {
+	names := slices.Sorted(maps.Keys(p.idleShared))
+	for _, name := range names {
+		tx.Flush(&knftables.Chain{Name: name})
+	}
+	clear(p.idleShared)
+	return names
 }
 
 // stopCatchUp cancels a scheduled catchUpMaps, for a sync that brings the maps up to date

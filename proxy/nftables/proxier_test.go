@@ -676,10 +676,11 @@ func TestPartialSyncsMatchFullSync(t *testing.T) {
 	t.Logf("%d service ports changed through the add-only path", overridden)
 }
 
-// A change of which endpoints a ClusterIP port picks is applied by adding one rule at the
-// head of service-overrides (a transaction without deletions); the maps catch up later in
-// a transaction of their own, which also removes the rule. Anything else (here: a change in
-// the number of endpoints) is applied to the maps at once.
+// A change of which endpoints a ClusterIP port picks, or of how many, is applied by adding
+// one rule at the head of service-overrides (a transaction without deletions); the maps
+// catch up later in a transaction of their own, which also removes the rule and the shared
+// chains no longer used. Anything else (here: a port left without endpoints) is applied to
+// the maps at once.
 func TestEndpointChangeAddsOnly(t *testing.T) {
 	p, rec := newRecordingProxier(t)
 	fake := rec.Fake
@@ -733,12 +734,35 @@ func TestEndpointChangeAddsOnly(t *testing.T) {
 		t.Errorf("catch-up: overrides %d, transactions %q", p.overrides, rec.txs)
 	}
 
-	// One more endpoint: service-ips must point at another chain, so the maps change at once.
+	// One more endpoint: service-ips must jump to another shared chain, which is added; the
+	// maps and the chain no longer used (pick-tcp-2) stay until the catch-up.
 	w.set(svcPort(web, "10.96.0.1", 80), ready("10.244.0.7:8080"), ready("10.244.0.9:8080"), ready("10.244.0.10:8080"))
 	rec.txs = nil
 	mustApply(t, p, w.state(false))
+	tx = strings.Join(rec.txs, "\n")
+	for _, want := range []string{
+		"add chain ip kplane pick-tcp-3",
+		"add rule ip kplane pick-tcp-3 meta l4proto tcp dnat ip addr . port to ip daddr . tcp dport . numgen random mod 3 map @endpoints-tcp",
+		"insert rule ip kplane service-overrides ip daddr 10.96.0.1 tcp dport 80 dnat ip addr . port to numgen random mod 3 map { 0 : 10.244.0.7 . 8080, 1 : 10.244.0.9 . 8080, 2 : 10.244.0.10 . 8080 }",
+	} {
+		if !strings.Contains(tx, want) {
+			t.Errorf("transaction lacks %q:\n%s", want, tx)
+		}
+	}
+	if strings.Contains(tx, "delete") || strings.Contains(tx, "pick-tcp-2") || strings.Contains(tx, "element") || p.overrides != 1 {
+		t.Errorf("a change of the endpoint count was not add-only (overrides %d):\n%s", p.overrides, tx)
+	}
+	p.catchUpMaps()
+	if got, want := canonical(fake.Dump()), full(); got != want {
+		t.Errorf("after the catch-up the table differs from a full sync:\n%s\nwant:\n%s", got, want)
+	}
+
+	// No endpoints left: rejected through no-endpoint-services, which the maps say at once.
+	w.set(svcPort(web, "10.96.0.1", 80))
+	rec.txs = nil
+	mustApply(t, p, w.state(false))
 	if tx := strings.Join(rec.txs, "\n"); strings.Contains(tx, "service-overrides") || p.overrides != 0 {
-		t.Errorf("a change of the endpoint count went through service-overrides:\n%s", tx)
+		t.Errorf("a service port left without endpoints went through service-overrides:\n%s", tx)
 	}
 	if got, want := canonical(fake.Dump()), full(); got != want {
 		t.Errorf("table differs from a full sync:\n%s\nwant:\n%s", got, want)

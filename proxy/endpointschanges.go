@@ -37,13 +37,16 @@ type EndpointsChangeTracker struct {
 
 type serviceSlices struct {
 	applied map[string]*sliceInfo
-	pending map[string]*sliceInfo // nil value: the slice is gone
+	pending map[string]*sliceInfo // nil value: the slice is gone; nil map: nothing pending
 }
 
-// sliceInfo is what the proxy uses of one EndpointSlice.
+// sliceInfo is what the proxy uses of one EndpointSlice. It is never changed once made:
+// the merged endpoints of a Service with one slice of one port are its endpoints slice.
 type sliceInfo struct {
-	ports     []slicePort
-	endpoints []Endpoint // Addr's port is 0
+	ports []slicePort
+	// endpoints, sorted by address; Addr's port is the slice's port when it has exactly
+	// one, else 0.
+	endpoints []Endpoint
 }
 
 type slicePort struct {
@@ -93,7 +96,7 @@ func (t *EndpointsChangeTracker) update(nn types.NamespacedName, slice *discover
 	defer t.mu.Unlock()
 	ss := t.services[nn]
 	if ss == nil {
-		ss = &serviceSlices{applied: map[string]*sliceInfo{}, pending: map[string]*sliceInfo{}}
+		ss = &serviceSlices{applied: map[string]*sliceInfo{}}
 		t.services[nn] = ss
 	}
 	defer func() {
@@ -118,6 +121,9 @@ func (t *EndpointsChangeTracker) update(nn types.NamespacedName, slice *discover
 			}
 		}
 		return false
+	}
+	if ss.pending == nil {
+		ss.pending = map[string]*sliceInfo{}
 	}
 	ss.pending[slice.Name] = info
 	if info == nil {
@@ -161,7 +167,7 @@ func (t *EndpointsChangeTracker) Apply(m EndpointsMap) EndpointsUpdate {
 				ss.applied[name] = info
 			}
 		}
-		clear(ss.pending)
+		ss.pending = nil // most services change seldom: no empty map kept for each
 		after := mergeSlices(nn, ss.applied)
 		for name := range before {
 			if _, ok := after[name]; !ok {
@@ -187,7 +193,7 @@ func (t *EndpointsChangeTracker) Apply(m EndpointsMap) EndpointsUpdate {
 func (e Endpoint) Equal(o Endpoint) bool {
 	return e.Addr == o.Addr && e.Ready == o.Ready && e.Serving == o.Serving && e.Terminating == o.Terminating &&
 		e.NodeName == o.NodeName && e.Zone == o.Zone && e.IsLocal == o.IsLocal &&
-		slices.Equal(e.ZoneHints, o.ZoneHints) && slices.Equal(e.NodeHints, o.NodeHints)
+		slices.Equal(e.ZoneHints(), o.ZoneHints()) && slices.Equal(e.NodeHints(), o.NodeHints())
 }
 
 func (s *sliceInfo) equal(o *sliceInfo) bool {
@@ -213,6 +219,13 @@ func mergeSlices(nn types.NamespacedName, bySlice map[string]*sliceInfo) Endpoin
 		name ServicePortName
 		addr netip.AddrPort
 	}
+	if len(names) == 1 {
+		if info := bySlice[names[0]]; len(info.ports) == 1 {
+			// The common case, one slice of one port: its endpoints as they are, shared.
+			p := info.ports[0]
+			return EndpointsMap{{NamespacedName: nn, Port: p.name, Protocol: p.protocol}: info.endpoints}
+		}
+	}
 	index := map[portKey]int{}
 	out := EndpointsMap{}
 	for _, sliceName := range names {
@@ -229,6 +242,9 @@ func mergeSlices(nn types.NamespacedName, bySlice map[string]*sliceInfo) Endpoin
 					continue
 				}
 				index[k] = len(out[name])
+				if out[name] == nil {
+					out[name] = make([]Endpoint, 0, len(info.endpoints))
+				}
 				out[name] = append(out[name], ep)
 			}
 		}
@@ -241,7 +257,7 @@ func mergeSlices(nn types.NamespacedName, bySlice map[string]*sliceInfo) Endpoin
 
 // convert reads what the proxy uses of slice, skipping (and reporting) what it cannot use.
 func (t *EndpointsChangeTracker) convert(slice *discoveryv1.EndpointSlice) (*sliceInfo, *Problem) {
-	info := &sliceInfo{}
+	info := &sliceInfo{endpoints: make([]Endpoint, 0, len(slice.Endpoints))}
 	var skipped []string
 	for _, p := range slice.Ports {
 		if p.Port == nil || *p.Port <= 0 || *p.Port > 65535 {
@@ -274,15 +290,21 @@ func (t *EndpointsChangeTracker) convert(slice *discoveryv1.EndpointSlice) (*sli
 			Zone:        deref(e.Zone),
 		}
 		ep.IsLocal = t.nodeName != "" && ep.NodeName == t.nodeName
-		if e.Hints != nil {
+		if e.Hints != nil && (len(e.Hints.ForZones) > 0 || len(e.Hints.ForNodes) > 0) {
+			ep.Hints = &Hints{}
 			for _, z := range e.Hints.ForZones {
-				ep.ZoneHints = append(ep.ZoneHints, z.Name)
+				ep.Hints.Zones = append(ep.Hints.Zones, z.Name)
 			}
 			for _, n := range e.Hints.ForNodes {
-				ep.NodeHints = append(ep.NodeHints, n.Name)
+				ep.Hints.Nodes = append(ep.Hints.Nodes, n.Name)
 			}
 		}
 		info.endpoints = append(info.endpoints, ep)
+	}
+	if len(info.ports) == 1 {
+		for i := range info.endpoints {
+			info.endpoints[i].Addr = netip.AddrPortFrom(info.endpoints[i].Addr.Addr(), info.ports[0].port)
+		}
 	}
 	// Slices list endpoints in any order; sorted, a reordering is no change.
 	slices.SortFunc(info.endpoints, func(a, b Endpoint) int { return a.Addr.Compare(b.Addr) })

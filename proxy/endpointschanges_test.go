@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -94,11 +95,11 @@ func (e Endpoint) describe() string {
 	if e.Zone != "" {
 		b.WriteString(" zone=" + e.Zone)
 	}
-	if e.ZoneHints != nil {
-		b.WriteString(" hints=" + strings.Join(e.ZoneHints, ","))
+	if e.ZoneHints() != nil {
+		b.WriteString(" hints=" + strings.Join(e.ZoneHints(), ","))
 	}
-	if e.NodeHints != nil {
-		b.WriteString(" nodehints=" + strings.Join(e.NodeHints, ","))
+	if e.NodeHints() != nil {
+		b.WriteString(" nodehints=" + strings.Join(e.NodeHints(), ","))
 	}
 	return b.String()
 }
@@ -295,4 +296,44 @@ func TestEndpointsChangeTracker(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkTrackerMemory reports the live heap the tracker and the merged map hold for 10k
+// Services with one slice of 10 endpoints each (the proxy benchmark's shape), per endpoint.
+func BenchmarkTrackerMemory(b *testing.B) {
+	const services, perService = 10000, 10
+	in := make([]*discoveryv1.EndpointSlice, services)
+	for i := range in {
+		s := &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: "b", Name: fmt.Sprint("svc-", i), Labels: map[string]string{discoveryv1.LabelServiceName: fmt.Sprint("svc-", i)}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: new("http"), Port: new(int32(8080)), Protocol: new(corev1.ProtocolTCP)}},
+		}
+		for e := range perService {
+			n := i*perService + e
+			s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.%d.%d.%d", 100+n>>16, (n>>8)&255, n&255)},
+				Conditions: discoveryv1.EndpointConditions{Ready: new(true)}, NodeName: new("node-1")})
+		}
+		in[i] = s
+	}
+	var live uint64
+	for b.Loop() {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		base := ms.HeapAlloc
+		tr := NewEndpointsChangeTracker(corev1.IPv4Protocol, "node-1", time.Now())
+		for _, s := range in {
+			tr.Update(s, false)
+		}
+		m := EndpointsMap{}
+		tr.Apply(m)
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		live = ms.HeapAlloc - base
+		runtime.KeepAlive(tr)
+		runtime.KeepAlive(m)
+	}
+	b.ReportMetric(float64(live)/1e6, "live-MB")
+	b.ReportMetric(float64(live)/(services*perService), "B/endpoint")
 }

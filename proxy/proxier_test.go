@@ -581,3 +581,32 @@ func TestStopEndsEveryGoroutine(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestProfiling: --profiling serves Go's profiles on the metrics server only; off (the
+// default) there are none.
+func TestProfiling(t *testing.T) {
+	status := func(url string) int {
+		t.Helper()
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	c := newClient(t, nil)
+	o := testOptions(uniqueNode("proxy-pprof-node"))
+	off := startProxy(t, o, c, &recorder{})
+	if code := status("http://" + off.MetricsAddr + "/debug/pprof/heap"); code != http.StatusNotFound {
+		t.Errorf("profiling off: /debug/pprof/heap answered %d", code)
+	}
+	o.Profiling = true
+	on := startProxy(t, o, c, &recorder{})
+	if code := status("http://" + on.MetricsAddr + "/debug/pprof/heap"); code != http.StatusOK {
+		t.Errorf("profiling on: /debug/pprof/heap on the metrics server answered %d", code)
+	}
+	if code := status("http://" + on.HealthzAddr + "/debug/pprof/heap"); code != http.StatusNotFound {
+		t.Errorf("profiling on: /debug/pprof/heap on the health server answered %d", code)
+	}
+}

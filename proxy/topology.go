@@ -85,14 +85,14 @@ func hintFilter(endpoints []Endpoint, nodeName, zone string) func(Endpoint) bool
 			continue
 		}
 		anyReady = true
-		if len(ep.NodeHints) == 0 {
+		if len(ep.NodeHints()) == 0 {
 			allNode = false
-		} else if slices.Contains(ep.NodeHints, nodeName) {
+		} else if slices.Contains(ep.NodeHints(), nodeName) {
 			forNode = true
 		}
-		if len(ep.ZoneHints) == 0 {
+		if len(ep.ZoneHints()) == 0 {
 			allZone = false
-		} else if slices.Contains(ep.ZoneHints, zone) {
+		} else if slices.Contains(ep.ZoneHints(), zone) {
 			forZone = true
 		}
 	}
@@ -100,9 +100,9 @@ func hintFilter(endpoints []Endpoint, nodeName, zone string) func(Endpoint) bool
 	case !anyReady:
 		return nil
 	case allNode && forNode:
-		return func(ep Endpoint) bool { return slices.Contains(ep.NodeHints, nodeName) }
+		return func(ep Endpoint) bool { return slices.Contains(ep.NodeHints(), nodeName) }
 	case allZone && forZone:
-		return func(ep Endpoint) bool { return slices.Contains(ep.ZoneHints, zone) }
+		return func(ep Endpoint) bool { return slices.Contains(ep.ZoneHints(), zone) }
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"net/netip"
 	"slices"
 	"strings"
@@ -22,9 +23,11 @@ func ep(spec string) Endpoint {
 		case w == "local":
 			e.IsLocal = true
 		case strings.HasPrefix(w, "hints="):
-			e.ZoneHints = strings.Split(strings.TrimPrefix(w, "hints="), ",")
+			e.Hints = cmp.Or(e.Hints, &Hints{})
+			e.Hints.Zones = strings.Split(strings.TrimPrefix(w, "hints="), ",")
 		case strings.HasPrefix(w, "nodehints="):
-			e.NodeHints = strings.Split(strings.TrimPrefix(w, "nodehints="), ",")
+			e.Hints = cmp.Or(e.Hints, &Hints{})
+			e.Hints.Nodes = strings.Split(strings.TrimPrefix(w, "nodehints="), ",")
 		}
 	}
 	return e

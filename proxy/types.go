@@ -61,8 +61,29 @@ type Endpoint struct {
 	NodeName, Zone              string
 	// IsLocal: the endpoint runs on this proxy's node.
 	IsLocal bool
-	// ZoneHints and NodeHints are the slice's topology hints (forZones, forNodes); nil when none.
-	ZoneHints, NodeHints []string
+	// Hints are the slice's topology hints; nil when it gives none (one pointer rather than
+	// two slices: most endpoints have none, and a proxy holds every endpoint of the cluster).
+	Hints *Hints
+}
+
+// Hints are an endpoint's topology hints: the zones (forZones) and nodes (forNodes) it is
+// meant for.
+type Hints struct{ Zones, Nodes []string }
+
+// ZoneHints are the zones the endpoint is meant for (nil: none given).
+func (e Endpoint) ZoneHints() []string {
+	if e.Hints == nil {
+		return nil
+	}
+	return e.Hints.Zones
+}
+
+// NodeHints are the nodes the endpoint is meant for (nil: none given).
+func (e Endpoint) NodeHints() []string {
+	if e.Hints == nil {
+		return nil
+	}
+	return e.Hints.Nodes
 }
 
 func (e Endpoint) String() string { return e.Addr.String() }

@@ -43,6 +43,9 @@ type Options struct {
 	ConfigSyncPeriod time.Duration
 	KubeAPIQPS       float32
 	KubeAPIBurst     int
+	// Profiling serves Go's profiles at /debug/pprof on the metrics server (--profiling,
+	// off by default as in kube-proxy).
+	Profiling bool
 	// ProxyMode is "userspace", "nftables", or ProxyModeAuto (""). AddFlags does not bind
 	// --proxy-mode: the caller does, as it builds the DataPath.
 	ProxyMode string
@@ -82,6 +85,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "host:port of /metrics (port 0: pick a free one; empty: off)")
 	fs.DurationVar(&o.MinSyncPeriod, "min-sync-period", o.MinSyncPeriod, "least time between syncs of the data path (0: sync on every change)")
 	fs.DurationVar(&o.SyncPeriod, "sync-period", o.SyncPeriod, "retry interval after a failed sync; /healthz fails when a change waits twice as long")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve Go's profiles at /debug/pprof on the metrics server")
 	fs.DurationVar(&o.ConfigSyncPeriod, "config-sync-period", o.ConfigSyncPeriod, "how often informers tell every Service and EndpointSlice again (0: never)")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "queries per second to the API server")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "burst of queries to the API server")

@@ -41,17 +41,53 @@ const (
 // second for 2 s (with the mean time from each change to the sync that programmed it). Mode
 // from KPLANE_BENCH_PROXY_MODE (default userspace: ClusterIPs from 127.64.0.0/16 are bound as
 // listeners, 10k of them); KPLANE_BENCH_PROXY_MIN_SYNC_PERIOD sets --min-sync-period (default
-// kube-proxy's 1s). Run with -benchtime=1x.
+// kube-proxy's 1s). In nftables mode, KPLANE_REFERENCE_KUBE_PROXY names the reference
+// kube-proxy's binary to measure the same way, on an apiserver of its own, after kplane's
+// (its tables, ip and ip6 kube-proxy, are deleted afterwards). Run with -benchtime=1x.
 func BenchmarkProxySync(b *testing.B) {
 	services, _ := strconv.Atoi(envOr("KPLANE_BENCH_PROXY_SERVICES", "10000"))
 	mode := envOr("KPLANE_BENCH_PROXY_MODE", "userspace")
 	minSync := envOr("KPLANE_BENCH_PROXY_MIN_SYNC_PERIOD", "1s")
-	for range b.N {
-		runProxySync(b, services, mode, minSync)
+	flags := func(kubeconfig string, metricsPort int) []string {
+		return []string{"--kubeconfig", kubeconfig, "--proxy-mode", mode, "--hostname-override", "bench-node",
+			"--healthz-bind-address", fmt.Sprintf("127.0.0.1:%d", freeTCPPort(b)), "--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metricsPort)}
+	}
+	proxies := map[string]func(kubeconfig string, metricsPort int) *exec.Cmd{
+		"kplane": func(kubeconfig string, metricsPort int) *exec.Cmd {
+			return exec.Command(kplaneBinary(b), append([]string{"proxy", "--kube-api-qps", "-1", "--min-sync-period", minSync},
+				flags(kubeconfig, metricsPort)...)...)
+		},
+	}
+	if bin := os.Getenv("KPLANE_REFERENCE_KUBE_PROXY"); bin != "" && mode == "nftables" {
+		proxies["reference"] = func(kubeconfig string, metricsPort int) *exec.Cmd {
+			// No client rate limit to speak of, and the host's conntrack settings left as they are;
+			// kube-proxy's nftables mode takes its min sync period from the iptables flag.
+			return exec.Command(bin, append([]string{"--kube-api-qps", "100000", "--kube-api-burst", "100000",
+				"--iptables-min-sync-period", minSync, "--conntrack-max-per-core", "0",
+				"--conntrack-tcp-timeout-established", "0", "--conntrack-tcp-timeout-close-wait", "0", "--v", "0"}, flags(kubeconfig, metricsPort)...)...)
+		}
+	}
+	for _, name := range []string{"kplane", "reference"} {
+		start, ok := proxies[name]
+		if !ok {
+			continue
+		}
+		b.Run(name, func(b *testing.B) {
+			if name == "reference" {
+				defer func() {
+					for _, family := range []string{"ip", "ip6"} {
+						_ = exec.Command("nft", "delete", "table", family, "kube-proxy").Run()
+					}
+				}()
+			}
+			for range b.N {
+				runProxySync(b, services, start)
+			}
+		})
 	}
 }
 
-func runProxySync(b *testing.B, services int, mode, minSync string) {
+func runProxySync(b *testing.B, services int, start func(kubeconfig string, metricsPort int) *exec.Cmd) {
 	b.StopTimer()
 	api, _ := startKplane(b, b.TempDir(), "--service-cluster-ip-range", "127.64.0.0/16")
 	defer api.stop()
@@ -76,11 +112,19 @@ func runProxySync(b *testing.B, services int, mode, minSync string) {
 		return err
 	})
 
+	// The proxy's Node, with an address: kube-proxy waits up to 30 s for one at start.
+	node, err := client.Resource[*corev1.Node](c, "nodes").Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "bench-node"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.10"}}
+	if _, err := client.Resource[*corev1.Node](c, "nodes").UpdateStatus(ctx, node); err != nil {
+		b.Fatal(err)
+	}
+
 	metricsPort := freeTCPPort(b)
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
-	cmd := exec.Command(kplaneBinary(b), "proxy", "--kubeconfig", api.kubeconfig, "--proxy-mode", mode,
-		"--hostname-override", "bench-node", "--healthz-bind-address", "127.0.0.1:0",
-		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metricsPort), "--kube-api-qps", "-1", "--min-sync-period", minSync)
+	cmd := start(api.kubeconfig, metricsPort)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	logs, _ := os.Create(filepath.Join(b.TempDir(), "proxy.log"))
 	cmd.Stdout, cmd.Stderr = logs, logs
@@ -231,7 +275,7 @@ func readMetric(b *testing.B, url, name string) histogram {
 	var h histogram
 	for _, line := range strings.Split(string(body), "\n") {
 		f := strings.Fields(line)
-		if len(f) != 2 {
+		if len(f) != 2 || strings.Contains(f[0], `ip_family="IPv6"`) { // kube-proxy's other family: idle here
 			continue
 		}
 		v, _ := strconv.ParseFloat(f[1], 64)
@@ -253,7 +297,8 @@ func waitMetric(b *testing.B, url, name string, n int, logName string) histogram
 			return h
 		}
 		if time.Now().After(deadline) {
-			b.Fatalf("%s never reached %d observations (log: %s)", name, n, logName)
+			log, _ := os.ReadFile(logName)
+			b.Fatalf("%s never reached %d observations; the proxy's log ends:\n%s", name, n, log[max(0, len(log)-4000):])
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -40,7 +40,7 @@ const (
 // of a service turns not ready (p50/max of 20 changes each), the proxy's RSS, and its CPU time and sync count under a churn of 100 endpoint changes a
 // second for 2 s (with the mean time from each change to the sync that programmed it). Mode
 // from KPLANE_BENCH_PROXY_MODE (default userspace: ClusterIPs from 127.64.0.0/16 are bound as
-// listeners, 10k of them); KPLANE_BENCH_PROXY_MIN_SYNC_PERIOD sets --min-sync-period (default
+// listeners, 10k of them); KPLANE_BENCH_PROXY_MIN_SYNC_PERIOD sets --iptables-min-sync-period (default
 // kube-proxy's 1s). In nftables mode, KPLANE_REFERENCE_KUBE_PROXY names the reference
 // kube-proxy's binary to measure the same way, on an apiserver of its own, after kplane's
 // (its tables, ip and ip6 kube-proxy, are deleted afterwards). Run with -benchtime=1x.
@@ -50,20 +50,20 @@ func BenchmarkProxySync(b *testing.B) {
 	minSync := envOr("KPLANE_BENCH_PROXY_MIN_SYNC_PERIOD", "1s")
 	flags := func(kubeconfig string, metricsPort int) []string {
 		return []string{"--kubeconfig", kubeconfig, "--proxy-mode", mode, "--hostname-override", "bench-node",
-			"--healthz-bind-address", fmt.Sprintf("127.0.0.1:%d", freeTCPPort(b)), "--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metricsPort)}
+			"--healthz-bind-address", fmt.Sprintf("127.0.0.1:%d", freeTCPPort(b)), "--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metricsPort),
+			"--iptables-min-sync-period", minSync} // kube-proxy's name, for its nftables mode too
 	}
 	proxies := map[string]func(kubeconfig string, metricsPort int) *exec.Cmd{
 		"kplane": func(kubeconfig string, metricsPort int) *exec.Cmd {
-			return exec.Command(kplaneBinary(b), append([]string{"proxy", "--kube-api-qps", "-1", "--min-sync-period", minSync},
+			return exec.Command(kplaneBinary(b), append([]string{"proxy", "--kube-api-qps", "-1"},
 				flags(kubeconfig, metricsPort)...)...)
 		},
 	}
 	if bin := os.Getenv("KPLANE_REFERENCE_KUBE_PROXY"); bin != "" && mode == "nftables" {
 		proxies["reference"] = func(kubeconfig string, metricsPort int) *exec.Cmd {
-			// No client rate limit to speak of, and the host's conntrack settings left as they are;
-			// kube-proxy's nftables mode takes its min sync period from the iptables flag.
+			// No client rate limit to speak of, and the host's conntrack settings left as they are.
 			return exec.Command(bin, append([]string{"--kube-api-qps", "100000", "--kube-api-burst", "100000",
-				"--iptables-min-sync-period", minSync, "--conntrack-max-per-core", "0",
+				"--conntrack-max-per-core", "0",
 				"--conntrack-tcp-timeout-established", "0", "--conntrack-tcp-timeout-close-wait", "0", "--v", "0"}, flags(kubeconfig, metricsPort)...)...)
 		}
 	}

@@ -120,7 +120,8 @@ func (s State) Report(name ServicePortName, reason string, err error) {
 }
 
 // DataPath programs one data path. The proxy calls Apply from one goroutine, at most every
-// --min-sync-period; an error makes the next call a full sync, after --sync-period at the latest.
+// --iptables-min-sync-period; an error makes the next call a full sync, after
+// --iptables-sync-period at the latest.
 // A data path keeps no reference to the State's maps after Apply returns: the next State is
 // built from them.
 type DataPath interface {

@@ -83,8 +83,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.HostnameOverride, "hostname-override", o.HostnameOverride, "name of this proxy's node (default: the host name)")
 	fs.StringVar(&o.HealthzBindAddress, "healthz-bind-address", o.HealthzBindAddress, "host:port of /healthz and /livez (port 0: pick a free one; empty: off)")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "host:port of /metrics (port 0: pick a free one; empty: off)")
-	fs.DurationVar(&o.MinSyncPeriod, "min-sync-period", o.MinSyncPeriod, "least time between syncs of the data path (0: sync on every change)")
-	fs.DurationVar(&o.SyncPeriod, "sync-period", o.SyncPeriod, "retry interval after a failed sync; /healthz fails when a change waits twice as long")
+	fs.DurationVar(&o.MinSyncPeriod, "iptables-min-sync-period", o.MinSyncPeriod, "least time between syncs of the data path, in every mode (kube-proxy's name; 0: sync on every change)")
+	fs.DurationVar(&o.SyncPeriod, "iptables-sync-period", o.SyncPeriod, "retry interval after a failed sync, in every mode (kube-proxy's name); /healthz fails when a change waits twice as long")
 	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve Go's profiles at /debug/pprof on the metrics server")
 	fs.DurationVar(&o.ConfigSyncPeriod, "config-sync-period", o.ConfigSyncPeriod, "how often informers tell every Service and EndpointSlice again (0: never)")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "queries per second to the API server")
@@ -120,10 +120,10 @@ func (o Options) Validate() error {
 		}
 	}
 	if o.MinSyncPeriod < 0 {
-		errs = append(errs, "--min-sync-period must not be negative")
+		errs = append(errs, "--iptables-min-sync-period must not be negative")
 	}
 	if o.SyncPeriod <= 0 {
-		errs = append(errs, "--sync-period must be positive")
+		errs = append(errs, "--iptables-sync-period must be positive")
 	}
 	if o.ConfigSyncPeriod < 0 {
 		errs = append(errs, "--config-sync-period must not be negative")

@@ -13,7 +13,7 @@ func TestOptionsFlags(t *testing.T) {
 	fs := pflag.NewFlagSet("proxy", pflag.ContinueOnError)
 	o.AddFlags(fs)
 	err := fs.Parse([]string{"--kubeconfig=/k", "--hostname-override=Node-A", "--healthz-bind-address=127.0.0.1:0",
-		"--metrics-bind-address=", "--min-sync-period=0", "--sync-period=10s", "--config-sync-period=0", "--kube-api-qps=50"})
+		"--metrics-bind-address=", "--iptables-min-sync-period=0", "--iptables-sync-period=10s", "--config-sync-period=0", "--kube-api-qps=50"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,12 +53,12 @@ func TestOptionsValidate(t *testing.T) {
 		{name: "no port", mutate: func(o *Options) { o.HealthzBindAddress = "0.0.0.0" }, want: "--healthz-bind-address"},
 		{name: "host name", mutate: func(o *Options) { o.MetricsBindAddress = "localhost:10249" }, want: "--metrics-bind-address"},
 		{name: "port too big", mutate: func(o *Options) { o.MetricsBindAddress = "127.0.0.1:70000" }, want: "--metrics-bind-address"},
-		{name: "negative min sync", mutate: func(o *Options) { o.MinSyncPeriod = -time.Second }, want: "--min-sync-period"},
-		{name: "zero sync period", mutate: func(o *Options) { o.SyncPeriod = 0 }, want: "--sync-period"},
+		{name: "negative min sync", mutate: func(o *Options) { o.MinSyncPeriod = -time.Second }, want: "--iptables-min-sync-period"},
+		{name: "zero sync period", mutate: func(o *Options) { o.SyncPeriod = 0 }, want: "--iptables-sync-period"},
 		{name: "negative config sync", mutate: func(o *Options) { o.ConfigSyncPeriod = -1 }, want: "--config-sync-period"},
 		{name: "bad node name", mutate: func(o *Options) { o.HostnameOverride = "no_underscores" }, want: "node name"},
 		{name: "bad family", mutate: func(o *Options) { o.IPFamily = "IPv5" }, want: "IP family"},
-		{name: "several at once", mutate: func(o *Options) { o.SyncPeriod, o.ProxyMode = 0, "x" }, want: "--sync-period must be positive; --proxy-mode"},
+		{name: "several at once", mutate: func(o *Options) { o.SyncPeriod, o.ProxyMode = 0, "x" }, want: "--iptables-sync-period must be positive; --proxy-mode"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DefaultOptions()

@@ -124,7 +124,7 @@ type Proxier struct {
 // grace period (~10-20 ms, against ~1 ms of work), while additions do not. The maps catch up
 // in a transaction of their own, catchUpDelay after the first such sync (and at the latest
 // when maxOverrides rules stand in for them). The delay is short, so that the catch-up
-// (which holds the proxier like a sync) falls between syncs paced by --min-sync-period
+// (which holds the proxier like a sync) falls between syncs paced by --iptables-min-sync-period
 // (1 s by default) instead of delaying the next one.
 const (
 	catchUpDelay = 100 * time.Millisecond

@@ -116,7 +116,7 @@ func TestServicesCarryTraffic(t *testing.T) {
 	startRole(t, "controller-manager", "--kubeconfig", kubeconfig, "--secure-port", "0", "--leader-elect=false")
 	healthz, metrics := freeAddr(t), freeAddr(t)
 	startRole(t, "proxy", "--kubeconfig", kubeconfig, "--proxy-mode", "userspace", "--hostname-override", "traffic-node",
-		"--healthz-bind-address", healthz, "--metrics-bind-address", metrics, "--min-sync-period", "0")
+		"--healthz-bind-address", healthz, "--metrics-bind-address", metrics, "--iptables-min-sync-period", "0")
 
 	echoBackend(t, "127.0.21.1:8080", "echo-1")
 	echoBackend(t, "127.0.21.2:8080", "echo-2")

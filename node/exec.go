@@ -49,6 +49,9 @@ func (r *containerRun) exec(ctx context.Context, argv []string, in io.Reader, ou
 	defer st.close()
 	if st.terminal != nil && resize != nil {
 		resize = applyFirstTerminalSize(ctx, st.terminal, resize)
+		if err := ctx.Err(); err != nil {
+			return err // the session ended while waiting: nothing to start it for
+		}
 	}
 	var proc *mountns.Process
 	err = r.sessions.startExec(func() (int, error) {

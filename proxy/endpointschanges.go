@@ -222,6 +222,9 @@ func mergeSlices(nn types.NamespacedName, bySlice map[string]*sliceInfo) Endpoin
 	if len(names) == 1 {
 		if info := bySlice[names[0]]; len(info.ports) == 1 {
 			// The common case, one slice of one port: its endpoints as they are, shared.
+			if len(info.endpoints) == 0 {
+				return nil
+			}
 			p := info.ports[0]
 			return EndpointsMap{{NamespacedName: nn, Port: p.name, Protocol: p.protocol}: info.endpoints}
 		}
@@ -306,8 +309,10 @@ func (t *EndpointsChangeTracker) convert(slice *discoveryv1.EndpointSlice) (*sli
 			info.endpoints[i].Addr = netip.AddrPortFrom(info.endpoints[i].Addr.Addr(), info.ports[0].port)
 		}
 	}
-	// Slices list endpoints in any order; sorted, a reordering is no change.
-	slices.SortFunc(info.endpoints, func(a, b Endpoint) int { return a.Addr.Compare(b.Addr) })
+	// Slices list endpoints in any order; sorted, a reordering is no change. An address
+	// listed twice counts once: the first not terminating, else the first.
+	slices.SortStableFunc(info.endpoints, func(a, b Endpoint) int { return a.Addr.Compare(b.Addr) })
+	info.endpoints = dedupe(info.endpoints)
 	slices.SortFunc(info.ports, func(a, b slicePort) int {
 		return cmp.Or(cmp.Compare(a.name, b.name), cmp.Compare(a.protocol, b.protocol), cmp.Compare(a.port, b.port))
 	})
@@ -319,6 +324,22 @@ func (t *EndpointsChangeTracker) convert(slice *discoveryv1.EndpointSlice) (*sli
 		err = fmt.Errorf("%s (and %d more skipped)", skipped[0], len(skipped)-1)
 	}
 	return info, &Problem{Subject: slice.Namespace + "/" + slice.Name, Reason: "invalid-endpoint", Err: err}
+}
+
+// dedupe keeps one endpoint per address of endpoints sorted by address (stably): the first
+// that is not terminating, else the first.
+func dedupe(endpoints []Endpoint) []Endpoint {
+	out := endpoints[:0]
+	for _, ep := range endpoints {
+		if n := len(out); n > 0 && out[n-1].Addr == ep.Addr {
+			if out[n-1].Terminating && !ep.Terminating {
+				out[n-1] = ep
+			}
+			continue
+		}
+		out = append(out, ep)
+	}
+	return out
 }
 
 // triggerTime reads the slice's last-change-trigger-time annotation (zero when absent or bad).

@@ -183,6 +183,22 @@ func TestEndpointsChangeTracker(t *testing.T) {
 				},
 				changed: []string{"ns/web:http/TCP"}},
 		}},
+		{name: "one slice listing an address twice: once, ready over terminating, then empty", syncs: []sync{
+			{updates: []update{{slice: slice("web-1", "web", web, []string{"10.1.0.1 terminating", "10.1.0.2", "10.1.0.1 node=n2"}), wantChanged: true}},
+				want: []string{
+					"ns/web:http/TCP 10.1.0.1:8080 ready serving node=n2",
+					"ns/web:http/TCP 10.1.0.2:8080 ready serving",
+				},
+				changed: []string{"ns/web:http/TCP"}},
+			{updates: []update{{slice: slice("web-1", "web", web, []string{"10.1.0.1 node=n2", "10.1.0.2", "10.1.0.1 terminating"})}},
+				want: []string{
+					"ns/web:http/TCP 10.1.0.1:8080 ready serving node=n2",
+					"ns/web:http/TCP 10.1.0.2:8080 ready serving",
+				}},
+			{updates: []update{{slice: slice("web-1", "web", web, nil), wantChanged: true}},
+				changed: []string{"ns/web:http/TCP"}},
+			{updates: []update{{slice: slice("web-1", "web", web, nil, func(s *discoveryv1.EndpointSlice) { s.ResourceVersion = "9" })}}},
+		}},
 		{name: "no-op changes: metadata, order, back and forth, create and delete", syncs: []sync{
 			{updates: []update{{slice: slice("web-1", "web", webDNS, []string{"10.1.0.1", "10.1.0.2"}), wantChanged: true}},
 				want: []string{

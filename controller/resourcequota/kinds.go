@@ -86,22 +86,42 @@ func (c *Controller) rediscover(ctx context.Context) {
 	if len(added) == 0 {
 		return
 	}
-	synced := make([]func() bool, 0, len(added))
-	for _, reg := range added {
-		synced = append(synced, reg.HasSynced)
-	}
-	wait, cancel := context.WithTimeout(ctx, discoveryPeriod)
-	defer cancel()
-	if !cache.WaitForCacheSync(wait, synced...) && ctx.Err() != nil {
-		return
-	}
-	for _, q := range c.quotas.Lister().List(labels.Everything()) {
-		names := quota.Names(q.Spec.Hard)
-		for gr := range added {
-			if len(quota.For(gr).Matching(names)) > 0 {
-				c.loop.Queue.Add(cache.MetaNamespaceKey(q))
-				break
+	// Each resource's quotas are queued as soon as its informer has synced, so that one
+	// slow to list does not hold back the others.
+	deadline := time.NewTimer(discoveryPeriod)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for len(added) > 0 {
+		for gr, reg := range added {
+			if reg.HasSynced() {
+				c.recountQuotasNaming(gr)
+				delete(added, gr)
 			}
+		}
+		if len(added) == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			// Queued anyway: their syncs fail and retry until the informers have synced.
+			for gr := range added {
+				c.recountQuotasNaming(gr)
+			}
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// recountQuotasNaming queues every quota whose spec.hard names something gr's objects use.
+func (c *Controller) recountQuotasNaming(gr schema.GroupResource) {
+	e := quota.For(gr)
+	for _, q := range c.quotas.Lister().List(labels.Everything()) {
+		if len(e.Matching(quota.Names(q.Spec.Hard))) > 0 {
+			c.loop.Queue.Add(cache.MetaNamespaceKey(q))
 		}
 	}
 }

@@ -84,7 +84,8 @@
 // An exec'd process starts through containerRun.startProcess (process.go): command looked up in
 // the container's PATH as the container sees its files, the container's env (plus TERM=xterm on
 // a terminal), working directory, mount namespace and cgroup, a process group of its own (a
-// session on a pseudo-terminal with -t, resized as the client asks); what it leaves in its
+// session on a pseudo-terminal with -t, of the client's first size when it sends one within a
+// second, resized as the client asks); what it leaves in its
 // group is killed when it exits, and all of it when the container's process exits or the agent
 // stops. A program that does not exist exits 127, one that cannot be executed 126, as in a
 // shell. A container with stdin: true gets a stdin pipe the agent keeps for attach (stdinOnce:

@@ -906,10 +906,6 @@ func compareNames(a, b proxy.ServicePortName) int {
 		cmp.Compare(a.Port, b.Port), cmp.Compare(a.Protocol, b.Protocol))
 }
 
-func sortedKeys(m map[elemKey][]owner) []elemKey {
-	return slices.SortedFunc(maps.Keys(m), compareElemKeys)
-}
-
 func compareElemKeys(a, b elemKey) int {
 	return cmp.Or(cmp.Compare(a.container, b.container), cmp.Compare(a.key, b.key))
 }

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"fmt"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -13,6 +12,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kplane/kplane/internal/testserver"
 )
 
 // slice builds EndpointSlice "ns/<name>" of service svc (no label when svc is ""), IPv4 unless
@@ -334,21 +335,15 @@ func BenchmarkTrackerMemory(b *testing.B) {
 	}
 	var live uint64
 	for b.Loop() {
-		var ms runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&ms)
-		base := ms.HeapAlloc
-		tr := NewEndpointsChangeTracker(corev1.IPv4Protocol, "node-1", time.Now())
-		for _, s := range in {
-			tr.Update(s, false)
-		}
-		m := EndpointsMap{}
-		tr.Apply(m)
-		runtime.GC()
-		runtime.ReadMemStats(&ms)
-		live = ms.HeapAlloc - base
-		runtime.KeepAlive(tr)
-		runtime.KeepAlive(m)
+		live = testserver.LiveHeap(func() any {
+			tr := NewEndpointsChangeTracker(corev1.IPv4Protocol, "node-1", time.Now())
+			for _, s := range in {
+				tr.Update(s, false)
+			}
+			m := EndpointsMap{}
+			tr.Apply(m)
+			return []any{tr, m}
+		})
 	}
 	b.ReportMetric(float64(live)/1e6, "live-MB")
 	b.ReportMetric(float64(live)/(services*perService), "B/endpoint")

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/netip"
 	"os/exec"
-	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 
 	"sigs.k8s.io/knftables"
 
+	"github.com/kplane/kplane/internal/testserver"
 	"github.com/kplane/kplane/proxy"
 )
 
@@ -204,19 +204,14 @@ func BenchmarkElementsMemory(b *testing.B) {
 	}
 	var live uint64
 	for b.Loop() {
-		var ms runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&ms)
-		base := ms.HeapAlloc
-		e := newElements()
-		for n, p := range plans {
-			e.set(n, nil, p.elems)
-		}
-		e.diff(knftables.NewFake(knftables.IPv4Family, TableName).NewTransaction())
-		runtime.GC()
-		runtime.ReadMemStats(&ms)
-		live = ms.HeapAlloc - base
-		runtime.KeepAlive(e)
+		live = testserver.LiveHeap(func() *elements {
+			e := newElements()
+			for n, p := range plans {
+				e.set(n, nil, p.elems)
+			}
+			e.diff(knftables.NewFake(knftables.IPv4Family, TableName).NewTransaction())
+			return e
+		})
 	}
 	b.ReportMetric(float64(live)/1e6, "live-MB")
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/kplane/kplane/apiserver/fieldmanager"
 	"github.com/kplane/kplane/apiserver/registry"
 	"github.com/kplane/kplane/apiserver/serviceaccount"
+	"github.com/kplane/kplane/internal/profiling"
 	"github.com/kplane/kplane/storage"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
@@ -255,7 +256,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(path, "/openapi/"):
 		s.serveOpenAPI(w, r, path)
 	case s.cfg.Profiling && strings.HasPrefix(r.URL.Path, "/debug/pprof"):
-		servePprof(w, r)
+		profiling.Handler.ServeHTTP(w, r)
 	case strings.HasPrefix(path, "/api/"):
 		s.serveAPI(w, r, "", strings.Split(strings.TrimPrefix(path, "/api/"), "/"))
 	case strings.HasPrefix(path, "/apis/"):

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/kplane/kplane/client"
 	"github.com/kplane/kplane/controller"
+	"github.com/kplane/kplane/internal/profiling"
 	"github.com/kplane/kplane/leaderelection"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -233,11 +233,7 @@ func (m *Manager) handler(reg *prometheus.Registry) http.Handler {
 	mux.HandleFunc("/healthz", m.serveHealth)
 	mux.HandleFunc("/healthz/", m.serveHealth)
 	if m.opts.Profiling {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.Handle("/debug/pprof/", profiling.Handler)
 	}
 	return mux
 }

@@ -7,12 +7,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"sync"
 	"time"
 
 	"github.com/kplane/kplane/cache"
 	"github.com/kplane/kplane/client"
+	"github.com/kplane/kplane/internal/profiling"
 	"github.com/kplane/kplane/proxy"
 	"github.com/kplane/kplane/proxy/config"
 	"github.com/prometheus/client_golang/prometheus"
@@ -106,11 +106,7 @@ func Start(ctx context.Context, o Options, c *client.Client, dp proxy.DataPath) 
 	metricsMux := http.NewServeMux()
 	metricsMux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	if o.Profiling {
-		metricsMux.HandleFunc("/debug/pprof/", pprof.Index)
-		metricsMux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		metricsMux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		metricsMux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		metricsMux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		metricsMux.Handle("/debug/pprof/", profiling.Handler)
 	}
 	if s.MetricsAddr, err = listen("metrics", o.MetricsBindAddress, metricsMux); err != nil {
 		return nil, err

@@ -37,51 +37,54 @@ const (
 // services with 100k endpoints: the first full sync (its duration, from the proxy's
 // kubeproxy_sync_full_proxy_rules_duration_seconds, and the wall time from exec until it is
 // done), the partial sync after one service's endpoints are replaced and after one endpoint
-// of a service turns not ready (p50/max of 20 changes each), the proxy's RSS, and its CPU time and sync count under a churn of 100 endpoint changes a
-// second for 2 s (with the mean time from each change to the sync that programmed it). Mode
-// from KPLANE_BENCH_PROXY_MODE (default userspace: ClusterIPs from 127.64.0.0/16 are bound as
-// listeners, 10k of them); KPLANE_BENCH_PROXY_MIN_SYNC_PERIOD sets --iptables-min-sync-period (default
-// kube-proxy's 1s). In nftables mode, KPLANE_REFERENCE_KUBE_PROXY names the reference
-// kube-proxy's binary to measure the same way, on an apiserver of its own, after kplane's
-// (its tables, ip and ip6 kube-proxy, are deleted afterwards). Run with -benchtime=1x.
+// of a service turns not ready (p50/max of 20 changes each), the proxy's RSS, and its CPU
+// time and sync count under a churn of 100 endpoint changes a second for 2 s (with the mean
+// time from each change to the sync that programmed it). Mode from KPLANE_BENCH_PROXY_MODE
+// (default userspace: ClusterIPs from 127.64.0.0/16 are bound as listeners, 10k of them);
+// KPLANE_BENCH_PROXY_MIN_SYNC_PERIOD sets --iptables-min-sync-period (default kube-proxy's
+// 1s). In nftables mode, KPLANE_REFERENCE_KUBE_PROXY names the reference kube-proxy's binary
+// to measure the same way, on an apiserver of its own, after kplane's (its tables, ip and ip6
+// kube-proxy, are deleted afterwards). Run with -benchtime=1x.
 func BenchmarkProxySync(b *testing.B) {
 	services, _ := strconv.Atoi(envOr("KPLANE_BENCH_PROXY_SERVICES", "10000"))
 	mode := envOr("KPLANE_BENCH_PROXY_MODE", "userspace")
 	minSync := envOr("KPLANE_BENCH_PROXY_MIN_SYNC_PERIOD", "1s")
 	flags := func(kubeconfig string, metricsPort int) []string {
 		return []string{"--kubeconfig", kubeconfig, "--proxy-mode", mode, "--hostname-override", "bench-node",
-			"--healthz-bind-address", fmt.Sprintf("127.0.0.1:%d", freeTCPPort(b)), "--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metricsPort),
+			"--healthz-bind-address", fmt.Sprintf("127.0.0.1:%d", freeTCPPort(b)),
+			"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metricsPort),
 			"--iptables-min-sync-period", minSync} // kube-proxy's name, for its nftables mode too
 	}
-	proxies := map[string]func(kubeconfig string, metricsPort int) *exec.Cmd{
-		"kplane": func(kubeconfig string, metricsPort int) *exec.Cmd {
-			return exec.Command(kplaneBinary(b), append([]string{"proxy", "--kube-api-qps", "-1"},
-				flags(kubeconfig, metricsPort)...)...)
-		},
+	type proxyUnderTest struct {
+		name    string
+		start   func(kubeconfig string, metricsPort int) *exec.Cmd
+		cleanup func()
 	}
+	proxies := []proxyUnderTest{{name: "kplane", start: func(kubeconfig string, metricsPort int) *exec.Cmd {
+		return exec.Command(kplaneBinary(b), append([]string{"proxy", "--kube-api-qps", "-1"}, flags(kubeconfig, metricsPort)...)...)
+	}}}
 	if bin := os.Getenv("KPLANE_REFERENCE_KUBE_PROXY"); bin != "" && mode == "nftables" {
-		proxies["reference"] = func(kubeconfig string, metricsPort int) *exec.Cmd {
-			// No client rate limit to speak of, and the host's conntrack settings left as they are.
-			return exec.Command(bin, append([]string{"--kube-api-qps", "100000", "--kube-api-burst", "100000",
-				"--conntrack-max-per-core", "0",
-				"--conntrack-tcp-timeout-established", "0", "--conntrack-tcp-timeout-close-wait", "0", "--v", "0"}, flags(kubeconfig, metricsPort)...)...)
-		}
+		proxies = append(proxies, proxyUnderTest{name: "reference",
+			start: func(kubeconfig string, metricsPort int) *exec.Cmd {
+				// No client rate limit to speak of, and the host's conntrack settings left as
+				// they are.
+				return exec.Command(bin, append([]string{"--kube-api-qps", "100000", "--kube-api-burst", "100000",
+					"--conntrack-max-per-core", "0", "--conntrack-tcp-timeout-established", "0",
+					"--conntrack-tcp-timeout-close-wait", "0", "--v", "0"}, flags(kubeconfig, metricsPort)...)...)
+			},
+			cleanup: func() {
+				for _, family := range []string{"ip", "ip6"} {
+					_ = exec.Command("nft", "delete", "table", family, "kube-proxy").Run()
+				}
+			}})
 	}
-	for _, name := range []string{"kplane", "reference"} {
-		start, ok := proxies[name]
-		if !ok {
-			continue
-		}
-		b.Run(name, func(b *testing.B) {
-			if name == "reference" {
-				defer func() {
-					for _, family := range []string{"ip", "ip6"} {
-						_ = exec.Command("nft", "delete", "table", family, "kube-proxy").Run()
-					}
-				}()
+	for _, px := range proxies {
+		b.Run(px.name, func(b *testing.B) {
+			if px.cleanup != nil {
+				defer px.cleanup()
 			}
 			for range b.N {
-				runProxySync(b, services, start)
+				runProxySync(b, services, px.start)
 			}
 		})
 	}
